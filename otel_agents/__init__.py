@@ -1,0 +1,28 @@
+"""OpenTelemetry for Microsoft AutoGen teams: one nested trace per team run.
+
+    import otel_agents
+
+    otel_agents.configure(span_exporter=exporter)              # or the OTEL_* variables
+    async for item in otel_agents.tap(team.run_stream(task="...")):
+        ...                                                    # items come through unchanged
+
+`create_runtime()` builds a traced `SingleThreadedAgentRuntime` to share among teams;
+`run_stream(team, task=...)` is `tap` with a cancellation token that stops the team when the
+consumer leaves early.
+"""
+
+from ._config import ConfigError
+from ._runtime import create_runtime
+from ._tap import run_stream, tap
+from ._telemetry import Telemetry, configure
+from ._version import __version__
+
+__all__ = [
+    "ConfigError",
+    "Telemetry",
+    "__version__",
+    "configure",
+    "create_runtime",
+    "run_stream",
+    "tap",
+]

@@ -1,0 +1,335 @@
+"""Parenting: every span a run causes lands in that run's trace, under the span that caused it.
+
+AutoGen 0.7.5 starts its runtime spans under whatever context is current in the runtime's processing
+loop and only *links* them to the sender's span; AgentChat's `invoke_agent` spans then nest under
+those. A `RunAwareTracerProvider` hands out tracers that, while a run is active, choose the parent
+themselves:
+
+- the registry maps the span id of every span a run has started (and of the stand-ins below) to a
+  `Node`: the run, the span's *anchor* (the agent turn or workflow it belongs to) and its workflow
+  (the run span, or the span of a nested team);
+- an AutoGen runtime span (`autogen create|send|publish|process|ack`) is caused by the span it
+  links to (else its parent); it goes under the anchor of its cause, never under another runtime
+  span, so depth does not grow with the number of messages. With runtime spans `off` it is not
+  recorded: a non-recording stand-in whose span context is registered in its place keeps the chain
+  of causes intact (AutoGen copies it into the next message's envelope);
+- an agent turn (`invoke_agent`) goes directly under the workflow of its cause;
+- any other span goes under its parent, or under the workflow when the parent is a runtime span
+  (a model call made by no agent, such as a selector choosing the next speaker);
+- `create_agent` spans outside any run, and runtime spans outside any run when they are `off`,
+  are dropped.
+
+Any failure in here falls back to the delegate tracer unchanged: tracing never breaks a run.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import random
+import re
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind
+from opentelemetry.util import types
+from opentelemetry.util._decorator import _agnosticcontextmanager
+
+from . import _semconv as sc
+from ._config import RuntimeSpans
+
+logger = logging.getLogger(__name__)
+
+_ENDED_RUNS_KEPT: Final = 64
+"""Ended runs whose spans stay registered, so that late spans they cause are dropped, not orphaned."""
+
+_UUID: Final = re.compile(r"_?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_DESTINATION_KEY: Final = re.compile(r"\.\([^)]*\)-[AT]$")
+_RUNTIME_CONTENT_ATTRIBUTES: Final = frozenset({"message"})
+
+
+class Role(enum.Enum):
+    RUNTIME = "runtime"
+    TURN = "turn"
+    CREATE_AGENT = "create_agent"
+    OTHER = "other"
+
+
+@dataclass(eq=False)
+class Run:
+    """One active run: its spans' provider, its runtime-span mode and what it registered."""
+
+    provider: trace.TracerProvider
+    runtime_spans: RuntimeSpans
+    ended: bool = False
+    span_ids: list[int] = field(default_factory=list)
+    stand_ins: dict[int, SpanContext] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    run: Run
+    anchor: SpanContext
+    workflow: SpanContext
+    is_runtime: bool
+
+
+class Registry:
+    """Span id -> Node for the spans of active (and recently ended) runs."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[int, Node] = {}
+        self._ended: deque[Run] = deque()
+        self._lock = threading.Lock()
+
+    def add(self, span_context: SpanContext, node: Node) -> None:
+        if span_context.is_valid:
+            self._nodes[span_context.span_id] = node
+            node.run.span_ids.append(span_context.span_id)
+
+    def add_workflow(self, run: Run, span_context: SpanContext) -> Node:
+        """Register a workflow span (a run, or a nested team): its own anchor and workflow."""
+        node = Node(run, span_context, span_context, is_runtime=False)
+        self.add(span_context, node)
+        return node
+
+    def lookup(self, span_context: SpanContext | None) -> Node | None:
+        if span_context is None or not span_context.is_valid:
+            return None
+        return self._nodes.get(span_context.span_id)
+
+    def lookup_links(self, links: Sequence[Link] | None) -> Node | None:
+        for link in links or ():
+            node = self.lookup(link.context)
+            if node is not None:
+                return node
+        return None
+
+    def stand_in(self, cause: Node) -> SpanContext:
+        """The span context of a dropped runtime span caused at `cause`: one per anchor."""
+        run = cause.run
+        existing = run.stand_ins.get(cause.anchor.span_id)
+        if existing is not None:
+            return existing
+        anchor = cause.anchor
+        context = SpanContext(
+            anchor.trace_id,
+            random.getrandbits(64) or 1,
+            is_remote=False,
+            trace_flags=anchor.trace_flags,
+            trace_state=anchor.trace_state,
+        )
+        run.stand_ins[anchor.span_id] = context
+        self.add(context, Node(run, anchor, cause.workflow, is_runtime=True))
+        return context
+
+    def end(self, run: Run) -> None:
+        run.ended = True
+        with self._lock:
+            self._ended.append(run)
+            while len(self._ended) > _ENDED_RUNS_KEPT:
+                old = self._ended.popleft()
+                for span_id in old.span_ids:
+                    self._nodes.pop(span_id, None)
+                old.span_ids.clear()
+                old.stand_ins.clear()
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+
+REGISTRY: Final = Registry()
+
+
+def stable_runtime_span_name(name: str) -> str:
+    """`autogen process writer_<team uuid>.(<uuid>)-A` -> `autogen process writer`."""
+    parts = name.split(" ", 2)
+    if len(parts) < 3:
+        return name
+    destination = _DESTINATION_KEY.sub("", _UUID.sub("", parts[2]))
+    return f"{parts[0]} {parts[1]} {destination}" if destination else f"{parts[0]} {parts[1]}"
+
+
+def _role(tracer_name: str, attributes: types.Attributes) -> Role:
+    if tracer_name.startswith("autogen "):  # autogen_core TraceHelper: f"autogen {runtime name}"
+        return Role.RUNTIME
+    operation = attributes.get(sc.GEN_AI_OPERATION_NAME) if attributes else None
+    if operation == sc.OPERATION_INVOKE_AGENT:
+        return Role.TURN
+    if operation == sc.OPERATION_CREATE_AGENT:
+        return Role.CREATE_AGENT
+    return Role.OTHER
+
+
+def _without_content(attributes: types.Attributes) -> types.Attributes:
+    if not attributes or not _RUNTIME_CONTENT_ATTRIBUTES.intersection(attributes):
+        return attributes
+    return {k: v for k, v in attributes.items() if k not in _RUNTIME_CONTENT_ATTRIBUTES}
+
+
+class RunAwareTracer(trace.Tracer):
+    """A tracer that parents spans of active runs as the module docstring describes."""
+
+    def __init__(
+        self,
+        provider: RunAwareTracerProvider,
+        name: str,
+        version: str | None,
+        schema_url: str | None,
+        attributes: types.Attributes,
+    ) -> None:
+        self._provider = provider
+        self._name = name
+        self._version = version
+        self._schema_url = schema_url
+        self._attributes = attributes
+        self._cache: tuple[trace.TracerProvider, trace.Tracer] | None = None
+        self._run_cache: tuple[trace.TracerProvider, trace.Tracer] | None = None
+
+    def _tracer_of(self, provider: trace.TracerProvider, cache: str) -> trace.Tracer:
+        cached: tuple[trace.TracerProvider, trace.Tracer] | None = getattr(self, cache)
+        if cached is not None and cached[0] is provider:
+            return cached[1]
+        tracer = provider.get_tracer(self._name, self._version, self._schema_url, self._attributes)
+        setattr(self, cache, (provider, tracer))
+        return tracer
+
+    def start_span(
+        self,
+        name: str,
+        context: Context | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: types.Attributes = None,
+        links: Sequence[Link] | None = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+    ) -> Span:
+        try:
+            return self._start_span(
+                name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
+            )
+        except Exception:  # never break the run being observed
+            logger.debug("otel-agents could not place span %r; starting it unchanged", name, exc_info=True)
+            return self._tracer_of(self._provider.delegate(), "_cache").start_span(
+                name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
+            )
+
+    def _start_span(
+        self,
+        name: str,
+        context: Context | None,
+        kind: SpanKind,
+        attributes: types.Attributes,
+        links: Sequence[Link] | None,
+        start_time: int | None,
+        record_exception: bool,
+        set_status_on_exception: bool,
+    ) -> Span:
+        role = _role(self._name, attributes)
+        parent = trace.get_current_span(context).get_span_context()
+        parent_node = REGISTRY.lookup(parent)
+        if role is Role.RUNTIME:
+            cause = REGISTRY.lookup_links(links) or parent_node
+        else:
+            cause = parent_node or REGISTRY.lookup_links(links)
+
+        if cause is None:  # not part of a run
+            if role is Role.CREATE_AGENT or (role is Role.RUNTIME and self._provider.runtime_spans() == "off"):
+                return NonRecordingSpan(parent if parent.is_valid else trace.INVALID_SPAN_CONTEXT)
+            if role is Role.RUNTIME:
+                name, attributes = stable_runtime_span_name(name), _without_content(attributes)
+            return self._tracer_of(self._provider.delegate(), "_cache").start_span(
+                name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
+            )
+
+        run = cause.run
+        if run.ended or (role is Role.RUNTIME and run.runtime_spans == "off"):
+            return NonRecordingSpan(REGISTRY.stand_in(cause))
+
+        if role is Role.RUNTIME:
+            place_under = cause.anchor
+            name, attributes = stable_runtime_span_name(name), _without_content(attributes)
+        elif role is Role.TURN:
+            place_under = cause.workflow
+        elif cause.is_runtime:
+            place_under = cause.workflow
+        elif cause is parent_node:
+            place_under = parent
+        else:
+            place_under = cause.anchor
+
+        tracer = self._tracer_of(run.provider, "_run_cache")
+        span = tracer.start_span(
+            name,
+            trace.set_span_in_context(NonRecordingSpan(place_under)),
+            kind,
+            attributes,
+            links,
+            start_time,
+            record_exception,
+            set_status_on_exception,
+        )
+        own = span.get_span_context()
+        if role is Role.RUNTIME:
+            REGISTRY.add(own, Node(run, cause.anchor, cause.workflow, is_runtime=True))
+        elif role is Role.TURN:
+            REGISTRY.add(own, Node(run, own, cause.workflow, is_runtime=False))
+        else:
+            anchor = cause.workflow if cause.is_runtime else cause.anchor
+            REGISTRY.add(own, Node(run, anchor, cause.workflow, is_runtime=False))
+        return span
+
+    @_agnosticcontextmanager
+    def start_as_current_span(
+        self,
+        name: str,
+        context: Context | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: types.Attributes = None,
+        links: Sequence[Link] | None = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+        end_on_exit: bool = True,
+    ) -> Iterator[Span]:
+        span = self.start_span(
+            name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
+        )
+        with trace.use_span(
+            span,
+            end_on_exit=end_on_exit,
+            record_exception=record_exception,
+            set_status_on_exception=set_status_on_exception,
+        ) as current:
+            yield current
+
+
+class RunAwareTracerProvider(trace.TracerProvider):
+    """Hands out `RunAwareTracer`s over a delegate provider (looked up at every span start)."""
+
+    def __init__(
+        self,
+        delegate: Callable[[], trace.TracerProvider],
+        runtime_spans: Callable[[], RuntimeSpans],
+    ) -> None:
+        self.delegate = delegate
+        self.runtime_spans = runtime_spans
+
+    def get_tracer(
+        self,
+        instrumenting_module_name: str,
+        instrumenting_library_version: str | None = None,
+        schema_url: str | None = None,
+        attributes: types.Attributes = None,
+    ) -> trace.Tracer:
+        return RunAwareTracer(self, instrumenting_module_name, instrumenting_library_version, schema_url, attributes)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        flush = getattr(self.delegate(), "force_flush", None)
+        return bool(flush(timeout_millis)) if flush is not None else True

@@ -1,0 +1,53 @@
+"""The one change otel-agents makes to AutoGen: a span for a team nested in a traced run.
+
+AutoGen 0.7.5 makes no turn span when a team is a participant of another team (its
+`ChatAgentContainer` calls the inner team's `run_stream`). `BaseGroupChat.run_stream` (public) is
+wrapped so that a call made inside a traced run gets an `invoke_workflow {inner team}` span under
+that run's workflow, with the inner team's turns under it. Outside a traced run it returns AutoGen's
+own stream untouched.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import AsyncGenerator, Callable
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from ._parenting import REGISTRY
+from ._workflow import WorkflowSpan, follow
+
+_MARK = "__otel_agents_wrapped__"
+_lock = threading.Lock()
+
+
+def install() -> None:
+    """Wrap `BaseGroupChat.run_stream` once per process."""
+    from autogen_agentchat.teams import BaseGroupChat
+
+    with _lock:
+        original = BaseGroupChat.run_stream
+        if getattr(original, _MARK, False):
+            return
+        BaseGroupChat.run_stream = _wrap(original)  # type: ignore[method-assign]
+
+
+def _wrap(original: Callable[..., AsyncGenerator[Any, None]]) -> Callable[..., AsyncGenerator[Any, None]]:
+    @functools.wraps(original)
+    def run_stream(self: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+        stream = original(self, *args, **kwargs)
+        try:
+            cause = REGISTRY.lookup(trace.get_current_span().get_span_context())
+            if cause is None or cause.run.ended:
+                return stream
+            parent = trace.set_span_in_context(trace.NonRecordingSpan(cause.workflow), otel_context.get_current())
+            workflow = WorkflowSpan(cause.run, str(self.name), parent, is_root=False)
+        except Exception:  # never break the run
+            return stream
+        return follow(stream, workflow)
+
+    setattr(run_stream, _MARK, True)
+    return run_stream

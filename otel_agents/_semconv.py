@@ -1,0 +1,32 @@
+"""Attribute keys and values of the otel-agents contract (DESIGN section 3).
+
+The `gen_ai.*` keys are the OpenTelemetry GenAI semantic conventions; `otel_agents.*` keys are ours,
+used only where no convention exists. Dashboards, alert rules and users' saved queries depend on
+these strings: change them only together with the README, `deploy/` and the tests.
+"""
+
+from typing import Final
+
+# GenAI semantic conventions
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_WORKFLOW_NAME: Final = "gen_ai.workflow.name"
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+ERROR_TYPE: Final = "error.type"
+
+OPERATION_INVOKE_WORKFLOW: Final = "invoke_workflow"
+OPERATION_INVOKE_AGENT: Final = "invoke_agent"
+OPERATION_CREATE_AGENT: Final = "create_agent"
+
+# otel-agents: the run
+RUN_ID: Final = "otel_agents.run.id"
+STOP_REASON: Final = "otel_agents.stop_reason"
+STOP_KIND: Final = "otel_agents.stop_kind"
+MESSAGE_COUNT: Final = "otel_agents.message_count"
+
+# otel-agents: one streamed item
+MESSAGE_INDEX: Final = "otel_agents.message.index"
+MESSAGE_TYPE: Final = "otel_agents.message.type"
+MESSAGE_LATENCY_MS: Final = "otel_agents.message.latency_ms"
+MESSAGE_CONTENT: Final = "otel_agents.message.content"

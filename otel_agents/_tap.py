@@ -1,0 +1,86 @@
+"""`tap()` and `run_stream()`: one traced run per stream, items passed through unchanged."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from opentelemetry import context as otel_context
+
+from ._parenting import Run
+from ._telemetry import Telemetry, current
+from ._workflow import WorkflowSpan, follow
+
+if TYPE_CHECKING:
+    from autogen_core import CancellationToken
+
+T = TypeVar("T")
+
+UNKNOWN_WORKFLOW = "unknown"
+
+
+def _workflow_name(team: object | None, stream: object) -> str:
+    owner = team
+    if owner is None:  # an un-started `team.run_stream(...)` generator knows its `self`
+        frame = getattr(stream, "ag_frame", None)
+        owner = frame.f_locals.get("self") if frame is not None else None
+    name = getattr(owner, "name", None)
+    return name if isinstance(name, str) and name else UNKNOWN_WORKFLOW
+
+
+def _start_run(telemetry: Telemetry, name: str) -> WorkflowSpan:
+    run = Run(provider=telemetry.sdk_tracer_provider, runtime_spans=telemetry.settings.runtime_spans)
+    return WorkflowSpan(run, name, otel_context.get_current(), is_root=True)
+
+
+def _check_stream(stream: object) -> None:
+    if not hasattr(stream, "__anext__"):
+        raise TypeError(
+            f"tap() takes the async stream of team.run_stream(...), not {type(stream).__name__}"
+        )
+
+
+def tap(
+    stream: AsyncIterator[T],
+    *,
+    team: object | None = None,
+    telemetry: Telemetry | None = None,
+) -> AsyncGenerator[T, None]:
+    """Trace one run: iterate the result instead of `stream`; every item comes through unchanged.
+
+    The run becomes one trace rooted at `invoke_workflow {team name}` (a child of the span current
+    here, if any), with a `message {source}` span per streamed item. `team` names the workflow when
+    it cannot be read from the stream; `telemetry=None` means the latest `configure()`'s.
+    """
+    _check_stream(stream)
+    resolved = current(telemetry)
+    if resolved.disabled:
+        return follow(stream, None)
+    return follow(stream, _start_run(resolved, _workflow_name(team, stream)))
+
+
+def run_stream(
+    team: Any,
+    *,
+    task: Any,
+    telemetry: Telemetry | None = None,
+    cancellation_token: CancellationToken | None = None,
+    **kwargs: Any,
+) -> AsyncGenerator[Any, None]:
+    """`tap(team.run_stream(task=...))` with a cancellation token of its own.
+
+    When the consumer leaves early (`break`, `aclose()`, cancellation) the team is cancelled, so no
+    model call starts after that. A given `cancellation_token` still cancels the run.
+    """
+    from autogen_core import CancellationToken
+
+    resolved = current(telemetry)
+    token = CancellationToken()
+    if cancellation_token is not None:
+        if cancellation_token.is_cancelled():
+            token.cancel()
+        else:
+            cancellation_token.add_callback(token.cancel)
+    stream = team.run_stream(task=task, cancellation_token=token, **kwargs)
+    workflow = None if resolved.disabled else _start_run(resolved, _workflow_name(team, stream))
+    return follow(stream, workflow, cancel=token.cancel)

@@ -1,0 +1,208 @@
+"""`configure()` and the `Telemetry` it returns: providers, pipeline, the process-wide delegate."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from opentelemetry import metrics, trace
+
+from . import _patches
+from ._config import ConfigError, RuntimeSpans, Settings, resolve_settings
+from ._parenting import RunAwareTracerProvider
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics.export import MetricReader
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+logger = logging.getLogger(__name__)
+
+
+class Telemetry:
+    """The telemetry pipeline of one `configure()` call.
+
+    `tracer_provider` parents the spans of tapped runs into one trace per run; pass it (or this
+    object, to `create_runtime`) wherever AutoGen takes a provider. Use as a context manager, sync or
+    async, to shut the pipeline down (flushing what it holds) on exit.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        sdk_tracer_provider: trace.TracerProvider,
+        meter_provider: metrics.MeterProvider,
+    ) -> None:
+        self.settings = settings
+        self._sdk_tracer_provider = sdk_tracer_provider
+        self._meter_provider = meter_provider
+        self._tracer_provider = RunAwareTracerProvider(
+            lambda: self._sdk_tracer_provider, lambda: self.settings.runtime_spans
+        )
+        self._shut_down = False
+
+    @property
+    def tracer_provider(self) -> trace.TracerProvider:
+        """A provider whose tracers place every span of a tapped run inside that run's trace."""
+        return self._tracer_provider
+
+    @property
+    def meter_provider(self) -> metrics.MeterProvider:
+        return self._meter_provider
+
+    @property
+    def disabled(self) -> bool:
+        """True under `OTEL_SDK_DISABLED=true`: nothing is recorded and taps pass items through."""
+        return self.settings.disabled
+
+    @property
+    def sdk_tracer_provider(self) -> trace.TracerProvider:
+        """The provider that records and exports (no run-aware parenting)."""
+        return self._sdk_tracer_provider
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Deliver every finished span and metric held by this pipeline; False if it timed out."""
+        ok = True
+        for provider in (self._sdk_tracer_provider, self._meter_provider):
+            flush = getattr(provider, "force_flush", None)
+            if flush is not None:
+                ok = bool(flush(timeout_millis)) and ok
+        return ok
+
+    def shutdown(self) -> None:
+        """Flush and stop the pipeline. Idempotent."""
+        if self._shut_down:
+            return
+        self._shut_down = True
+        for provider in (self._sdk_tracer_provider, self._meter_provider):
+            shutdown = getattr(provider, "shutdown", None)
+            if shutdown is not None:
+                try:
+                    shutdown()
+                except Exception:  # a failing exporter must not fail the caller
+                    logger.warning("otel-agents: shutting down %s failed", type(provider).__name__, exc_info=True)
+
+    def __enter__(self) -> Telemetry:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.shutdown()
+
+    async def __aenter__(self) -> Telemetry:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.shutdown()
+
+
+class _GlobalTracerProvider(RunAwareTracerProvider):
+    """Installed once as the global provider; `configure()` re-targets it.
+
+    AgentChat's GenAI spans always use the global provider, so they follow the latest
+    `configure()` through this delegate.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(self._target_provider, self._target_runtime_spans)
+        self.target: Telemetry | None = None
+
+    def _target_provider(self) -> trace.TracerProvider:
+        return self.target.sdk_tracer_provider if self.target is not None else trace.NoOpTracerProvider()
+
+    def _target_runtime_spans(self) -> RuntimeSpans:
+        return self.target.settings.runtime_spans if self.target is not None else "off"
+
+
+_lock = threading.Lock()
+_latest: Telemetry | None = None
+_global_provider: _GlobalTracerProvider | None = None
+
+
+def _install_global(telemetry: Telemetry) -> None:
+    global _global_provider
+    if _global_provider is None:
+        candidate = _GlobalTracerProvider()
+        current = trace.get_tracer_provider()
+        if not isinstance(current, trace.ProxyTracerProvider):
+            logger.warning(
+                "otel-agents: a global TracerProvider (%s) is already set and cannot be replaced; "
+                "AgentChat's invoke_agent/execute_tool spans will go to it, not to otel-agents. "
+                "Call otel_agents.configure() before setting up OpenTelemetry elsewhere, or pass "
+                "set_global=False to silence this.",
+                type(current).__name__,
+            )
+            return
+        trace.set_tracer_provider(candidate)
+        _global_provider = candidate
+    _global_provider.target = telemetry
+
+
+def configure(
+    *,
+    service_name: str | None = None,
+    span_exporter: SpanExporter | None = None,
+    metric_readers: Sequence[MetricReader] | None = None,
+    runtime_spans: str | None = None,
+    set_global: bool = True,
+) -> Telemetry:
+    """Set up tracing for AutoGen team runs and return the pipeline.
+
+    Each argument left `None` is read from its variable (`OTEL_SERVICE_NAME`,
+    `OTEL_AGENTS_RUNTIME_SPANS`, ...), else its default. A given `span_exporter` goes behind a batch
+    processor (honouring `OTEL_BSP_*`). A later call re-targets the process-wide provider and shuts
+    the previous pipeline down. `set_global=False` leaves OpenTelemetry's globals alone; AgentChat's
+    own `invoke_agent`/`execute_tool` spans then do not reach this pipeline.
+    """
+    global _latest
+    if not isinstance(set_global, bool):
+        raise ConfigError(f"set_global={set_global!r}: expected True or False")
+    settings = resolve_settings(service_name=service_name, runtime_spans=runtime_spans)
+    telemetry = _build(settings, span_exporter, metric_readers)
+    _patches.install()
+    with _lock:
+        previous, _latest = _latest, telemetry
+        if set_global and not settings.disabled:
+            _install_global(telemetry)
+        elif _global_provider is not None and _global_provider.target is previous:
+            _global_provider.target = None  # the previous pipeline is shut down below
+    if previous is not None and previous is not telemetry:
+        previous.shutdown()
+    return telemetry
+
+
+def _build(
+    settings: Settings, span_exporter: SpanExporter | None, metric_readers: Sequence[MetricReader] | None
+) -> Telemetry:
+    if settings.disabled:
+        return Telemetry(settings, trace.NoOpTracerProvider(), metrics.NoOpMeterProvider())
+
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    resource = Resource.create({SERVICE_NAME: settings.service_name})
+    tracer_provider = TracerProvider(resource=resource)
+    if span_exporter is not None:
+        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+    meter_provider = MeterProvider(resource=resource, metric_readers=list(metric_readers or ()))
+    return Telemetry(settings, tracer_provider, meter_provider)
+
+
+def current(telemetry: Telemetry | None) -> Telemetry:
+    """The given telemetry, else the latest `configure()`'s, else a view of the global providers."""
+    if telemetry is not None:
+        if not isinstance(telemetry, Telemetry):
+            raise TypeError(f"telemetry must be an otel_agents.Telemetry, not {type(telemetry).__name__}")
+        return telemetry
+    if _latest is not None:
+        return _latest
+    _patches.install()
+    settings = resolve_settings()
+    return Telemetry(settings, trace.get_tracer_provider(), metrics.get_meter_provider())
