@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import otel_agents
+from tests.support.openai_server import OpenAIServer
+
+
+class Capture:
+    """A configured pipeline with an in-memory exporter."""
+
+    def __init__(self, telemetry: otel_agents.Telemetry, exporter: InMemorySpanExporter) -> None:
+        self.telemetry = telemetry
+        self.exporter = exporter
+
+    def spans(self) -> list[ReadableSpan]:
+        assert self.telemetry.force_flush()
+        return list(self.exporter.get_finished_spans())
+
+
+@pytest.fixture
+def capture(monkeypatch: pytest.MonkeyPatch) -> Iterator[Capture]:
+    monkeypatch.delenv("OTEL_AGENTS_RUNTIME_SPANS", raising=False)
+    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
+    exporter = InMemorySpanExporter()
+    telemetry = otel_agents.configure(span_exporter=exporter)
+    yield Capture(telemetry, exporter)
+    telemetry.shutdown()
+
+
+@pytest.fixture
+def nested_capture(monkeypatch: pytest.MonkeyPatch) -> Iterator[Capture]:
+    exporter = InMemorySpanExporter()
+    telemetry = otel_agents.configure(span_exporter=exporter, runtime_spans="nested")
+    yield Capture(telemetry, exporter)
+    telemetry.shutdown()
+
+
+@pytest.fixture
+def openai_server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as server:
+        yield server

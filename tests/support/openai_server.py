@@ -1,0 +1,175 @@
+"""A small OpenAI-compatible chat completions server on 127.0.0.1 for tests.
+
+Replies come from a script (text, or a tool call), usage is counted per request, streaming sends
+the usage in the last chunk when asked (`stream_options.include_usage`). Every request is kept, so
+tests can compare what the server billed with what the trace says.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str = ""
+    tool_call: tuple[str, dict[str, Any]] | None = None  # (function name, arguments)
+    delay_s: float = 0.0
+    status: int = 200
+
+
+@dataclass
+class Billed:
+    prompt_tokens: int
+    completion_tokens: int
+    model: str
+    stream: bool
+
+
+@dataclass
+class OpenAIServer:
+    script: list[Reply] = field(default_factory=list)
+    model: str = "gpt-4o-mini-2024-07-18"
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    billed: list[Billed] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._next = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="openai-test-server", daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> OpenAIServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> OpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def request_count(self) -> int:
+        with self._lock:
+            return len(self.requests)
+
+    def take_reply(self, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            self.requests.append(body)
+            if not self.script:
+                return Reply(text="ok")
+            reply = self.script[min(self._next, len(self.script) - 1)]
+            self._next += 1
+            return reply
+
+    def usage_for(self, body: dict[str, Any], reply: Reply) -> tuple[int, int]:
+        prompt = sum(len(json.dumps(m.get("content") or "")) for m in body.get("messages", [])) // 4 + 7
+        completion = max(1, len((reply.text or json.dumps(reply.tool_call)).split()))
+        return prompt, completion
+
+
+def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            pass
+
+        def do_POST(self) -> None:
+            if not self.path.endswith("/chat/completions"):
+                self._send_json(404, {"error": {"message": "not found"}})
+                return
+            length = int(self.headers.get("Content-Length", "0"))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            reply = server.take_reply(body)
+            if reply.delay_s:
+                time.sleep(reply.delay_s)
+            if reply.status != 200:
+                self._send_json(reply.status, {"error": {"message": f"scripted {reply.status}", "type": "server"}})
+                return
+            prompt, completion = server.usage_for(body, reply)
+            stream = bool(body.get("stream"))
+            with server._lock:
+                server.billed.append(Billed(prompt, completion, server.model, stream))
+            usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+            if stream:
+                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                self._send_stream(reply, usage if include_usage else None)
+            else:
+                self._send_json(200, _completion(server.model, reply, usage))
+
+        def _send_json(self, status: int, payload: dict[str, Any]) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _send_stream(self, reply: Reply, usage: dict[str, int] | None) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for chunk in _chunks(server.model, reply, usage):
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+            self.close_connection = True
+
+    return Handler
+
+
+def _message(reply: Reply) -> tuple[dict[str, Any], str]:
+    if reply.tool_call is not None:
+        name, arguments = reply.tool_call
+        call = {"id": "call_1", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+        return {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
+    return {"role": "assistant", "content": reply.text}, "stop"
+
+
+def _completion(model: str, reply: Reply, usage: dict[str, int]) -> dict[str, Any]:
+    message, finish = _message(reply)
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+        "usage": usage,
+    }
+
+
+def _chunks(model: str, reply: Reply, usage: dict[str, int] | None) -> Iterator[dict[str, Any]]:
+    base = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+    message, finish = _message(reply)
+    if reply.tool_call is not None:
+        call = dict(message["tool_calls"][0], index=0)
+        yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [call]}}]}
+    else:
+        words = reply.text.split(" ")
+        for i, word in enumerate(words):
+            piece = word if i == 0 else " " + word
+            yield {**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+    yield {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
+    if usage is not None:
+        yield {**base, "choices": [], "usage": usage}

@@ -1,0 +1,64 @@
+"""Teams and clients the tests run: replay clients (no network) and the real OpenAI client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.base import TerminationCondition
+from autogen_agentchat.conditions import MaxMessageTermination
+from autogen_agentchat.teams import RoundRobinGroupChat
+from autogen_core import AgentRuntime
+from autogen_core.models import CreateResult, ModelInfo, RequestUsage
+from autogen_ext.models.replay import ReplayChatCompletionClient
+
+from tests.support.openai_server import OpenAIServer
+
+
+MODEL_INFO: ModelInfo = {
+    "vision": False,
+    "function_calling": True,
+    "json_output": False,
+    "family": "gpt-4o",
+    "structured_output": False,
+}
+
+
+def replay(*replies: str | CreateResult) -> ReplayChatCompletionClient:
+    return ReplayChatCompletionClient(list(replies), model_info=MODEL_INFO)
+
+
+def text(content: str, prompt_tokens: int = 10, completion_tokens: int = 3) -> CreateResult:
+    return CreateResult(
+        finish_reason="stop",
+        content=content,
+        usage=RequestUsage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
+        cached=False,
+    )
+
+
+def writers_room(
+    *,
+    max_messages: int = 5,
+    runtime: AgentRuntime | None = None,
+    termination: TerminationCondition | None = None,
+    name: str = "writers-room",
+    **team_kwargs: Any,
+) -> RoundRobinGroupChat:
+    writer = AssistantAgent("writer", model_client=replay(*(text(f"draft {i}", 20, 2) for i in range(20))))
+    critic = AssistantAgent("critic", model_client=replay(*(text(f"notes {i}", 30, 4) for i in range(20))))
+    return RoundRobinGroupChat(
+        [writer, critic],
+        termination_condition=termination or MaxMessageTermination(max_messages),
+        runtime=runtime,
+        name=name,
+        **team_kwargs,
+    )
+
+
+def openai_client(server: OpenAIServer, **kwargs: Any) -> Any:
+    from autogen_ext.models.openai import OpenAIChatCompletionClient
+
+    return OpenAIChatCompletionClient(
+        model="gpt-4o-mini", base_url=server.base_url, api_key="test-key", max_retries=0, **kwargs
+    )
