@@ -239,6 +239,8 @@ class RunAwareTracer(trace.Tracer):
         else:
             cause = parent_node or REGISTRY.lookup_links(links)
 
+        if cause is not None and not self._provider.accepts(cause.run):
+            cause = None
         if cause is None:  # not part of a run
             if role is Role.CREATE_AGENT or (role is Role.RUNTIME and self._provider.runtime_spans() == "off"):
                 return NonRecordingSpan(parent if parent.is_valid else trace.INVALID_SPAN_CONTEXT)
@@ -320,6 +322,10 @@ class RunAwareTracerProvider(trace.TracerProvider):
     ) -> None:
         self.delegate = delegate
         self.runtime_spans = runtime_spans
+
+    def accepts(self, run: Run) -> bool:
+        """Whether spans of `run` started through this provider are placed in the run."""
+        return True
 
     def get_tracer(
         self,

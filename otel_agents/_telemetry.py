@@ -12,7 +12,7 @@ from opentelemetry import metrics, trace
 
 from . import _patches
 from ._config import ConfigError, RuntimeSpans, Settings, resolve_settings
-from ._parenting import RunAwareTracerProvider
+from ._parenting import Run, RunAwareTracerProvider
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricReader
@@ -111,6 +111,11 @@ class _GlobalTracerProvider(RunAwareTracerProvider):
     def __init__(self) -> None:
         super().__init__(self._target_provider, self._target_runtime_spans)
         self.target: Telemetry | None = None
+
+    def accepts(self, run: Run) -> bool:
+        # Only runs of the pipeline this provider stands for: with set_global=False, AgentChat's
+        # spans are not otel-agents' (documented), whatever an earlier configure() installed.
+        return self.target is not None and run.provider is self.target.sdk_tracer_provider
 
     def _target_provider(self) -> trace.TracerProvider:
         return self.target.sdk_tracer_provider if self.target is not None else trace.NoOpTracerProvider()

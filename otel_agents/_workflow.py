@@ -144,6 +144,7 @@ async def follow(
     our own yield. `cancel` is called when the consumer leaves early or is cancelled.
     """
     inner_context = workflow.context if workflow is not None else otel_context.get_current()
+    cancelled_by_us = False
     try:
         while True:
             token = otel_context.attach(inner_context)
@@ -162,6 +163,7 @@ async def follow(
             workflow.stopped(CONSUMER_CLOSED)
         if cancel is not None:
             cancel()
+            cancelled_by_us = True
         raise
     except asyncio.CancelledError:
         if workflow is not None:
@@ -180,6 +182,11 @@ async def follow(
                 token = otel_context.attach(inner_context)
                 try:
                     await aclose()
+                except asyncio.CancelledError:
+                    # The team's own shutdown reports the cancellation we caused when the consumer
+                    # left; the consumer asked for nothing to be cancelled, so it does not see it.
+                    if not (cancelled_by_us and not _current_task_cancelling()):
+                        raise
                 finally:
                     otel_context.detach(token)
         finally:
@@ -187,3 +194,9 @@ async def follow(
                 workflow.end()
                 if workflow.is_root:
                     REGISTRY.end(workflow.run)
+
+
+def _current_task_cancelling() -> bool:
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)  # Python 3.11+
+    return bool(cancelling()) if cancelling is not None else False

@@ -1,0 +1,215 @@
+"""Early break, aclose(), cancellation and errors: the run span always ends with the right stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, Iterator
+from typing import Any
+
+import pytest
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.conditions import MaxMessageTermination
+from autogen_agentchat.teams import RoundRobinGroupChat
+from autogen_core import CancellationToken
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import StatusCode
+
+import otel_agents
+from tests.conftest import Capture
+from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.spans import one_trace
+from tests.support.teams import openai_client, replay, text, writers_room
+
+
+class OpenSpans(SpanProcessor):
+    """Counts spans started and not yet ended."""
+
+    def __init__(self) -> None:
+        self.open: dict[int, str] = {}
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        self.open[span.context.span_id] = span.name
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.open.pop(span.context.span_id, None)
+
+
+@pytest.fixture
+def open_spans(capture: Capture) -> OpenSpans:
+    processor = OpenSpans()
+    capture.telemetry.sdk_tracer_provider.add_span_processor(processor)  # type: ignore[attr-defined]
+    return processor
+
+
+@pytest.fixture
+def detach_errors(caplog: pytest.LogCaptureFixture) -> Iterator[list[logging.LogRecord]]:
+    caplog.set_level(logging.ERROR)
+    records: list[logging.LogRecord] = []
+    yield records
+    records.extend(r for r in caplog.records if "Failed to detach context" in r.getMessage())
+    assert not records, "a context was detached in the wrong place"
+
+
+async def run_root(capture: Capture) -> ReadableSpan:
+    """The ended run span (waits for an asynchronous close, bounded)."""
+    for _ in range(100):
+        roots = [s for s in capture.spans() if s.name.startswith("invoke_workflow")]
+        if roots:
+            return roots[0]
+        await asyncio.sleep(0.02)
+    raise AssertionError("the run span never ended")
+
+
+async def test_early_break_ends_the_run_as_consumer_closed(
+    capture: Capture, open_spans: OpenSpans, detach_errors: list[logging.LogRecord]
+) -> None:
+    async for _item in otel_agents.tap(writers_room(max_messages=6).run_stream(task="go")):
+        break  # the abandoned generator is closed by the event loop
+
+    root = await run_root(capture)
+    assert root.attributes["otel_agents.stop_reason"] == "consumer_closed"
+    assert root.attributes["otel_agents.stop_kind"] == "consumer_closed"
+    assert root.status.status_code is not StatusCode.ERROR
+    assert not open_spans.open
+
+
+async def test_aclose_ends_the_run_as_consumer_closed(
+    capture: Capture, open_spans: OpenSpans, detach_errors: list[logging.LogRecord]
+) -> None:
+    stream = otel_agents.tap(writers_room(max_messages=6).run_stream(task="go"))
+    first = await stream.__anext__()
+    await stream.aclose()
+
+    root = await run_root(capture)
+    assert first.source == "user"
+    assert root.attributes["otel_agents.stop_kind"] == "consumer_closed"
+    assert root.attributes["otel_agents.message_count"] == 1
+    assert not open_spans.open
+
+
+async def test_cancellation_token_ends_the_run_as_cancelled(
+    capture: Capture, open_spans: OpenSpans, detach_errors: list[logging.LogRecord]
+) -> None:
+    token = CancellationToken()
+    stream = otel_agents.tap(writers_room(max_messages=6).run_stream(task="go", cancellation_token=token))
+    await stream.__anext__()
+    token.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        async for _ in stream:
+            pass
+
+    root = await run_root(capture)
+    assert root.attributes["otel_agents.stop_reason"] == "cancelled"
+    assert root.attributes["otel_agents.stop_kind"] == "cancelled"
+    assert not open_spans.open
+
+
+async def test_an_exception_inside_an_agent_reaches_the_caller_and_marks_the_run(
+    capture: Capture, open_spans: OpenSpans, detach_errors: list[logging.LogRecord]
+) -> None:
+    flaky = AssistantAgent("flaky", model_client=replay(text("only one reply")))
+    team = RoundRobinGroupChat([flaky], termination_condition=MaxMessageTermination(5), name="flaky-team")
+    with pytest.raises(RuntimeError, match="No more mock responses available"):
+        await _drain(otel_agents.tap(team.run_stream(task="go")))
+
+    root = one_trace(capture.spans()).root
+    assert root.attributes["otel_agents.stop_reason"] == "error: RuntimeError"
+    assert root.attributes["otel_agents.stop_kind"] == "error"
+    assert root.attributes["error.type"] == "RuntimeError"
+    assert root.status.status_code is StatusCode.ERROR
+    assert [e.attributes for e in root.events if e.name == "exception"] == [{"exception.type": "RuntimeError"}]
+    assert not open_spans.open
+
+
+async def test_the_caller_gets_the_very_exception_the_stream_raised(capture: Capture) -> None:
+    boom = ValueError("boom")
+
+    async def failing() -> AsyncGenerator[str, None]:
+        yield "one"
+        raise boom
+
+    with pytest.raises(ValueError) as raised:
+        await _drain(otel_agents.tap(failing(), team=None))
+    assert raised.value is boom
+    assert (await run_root(capture)).attributes["otel_agents.stop_reason"] == "error: ValueError"
+
+
+async def test_the_tap_never_reads_ahead(capture: Capture) -> None:
+    produced: list[int] = []
+
+    async def counting() -> AsyncGenerator[int, None]:
+        for i in range(10):
+            produced.append(i)
+            yield i
+
+    stream = otel_agents.tap(counting())
+    assert produced == []
+    assert await stream.__anext__() == 0
+    assert await stream.__anext__() == 1
+    assert produced == [0, 1]
+    await stream.aclose()
+    assert produced == [0, 1]
+
+
+async def test_items_come_through_unchanged(capture: Capture) -> None:
+    untraced = [type(i).__name__ for i in await _drain(writers_room(max_messages=4).run_stream(task="go"))]
+    items = await _drain(otel_agents.tap(writers_room(max_messages=4).run_stream(task="go")))
+    assert [type(i).__name__ for i in items] == untraced
+    sentinel = [object(), object()]
+
+    async def objects() -> AsyncGenerator[object, None]:
+        for item in sentinel:
+            yield item
+
+    assert [i for i in await _drain(otel_agents.tap(objects()))] == sentinel
+
+
+def chatty_team(server: OpenAIServer) -> RoundRobinGroupChat:
+    server.script = [Reply(text="a draft", delay_s=0.1)]
+    writer = AssistantAgent("writer", model_client=openai_client(server))
+    critic = AssistantAgent("critic", model_client=openai_client(server))
+    return RoundRobinGroupChat([writer, critic], termination_condition=MaxMessageTermination(6), name="chatty")
+
+
+async def test_run_stream_cancels_the_team_when_the_consumer_leaves(
+    capture: Capture, openai_server: OpenAIServer, detach_errors: list[logging.LogRecord]
+) -> None:
+    stream = otel_agents.run_stream(chatty_team(openai_server), task="go")
+    async with contextlib.aclosing(stream):
+        async for item in stream:
+            if item.source == "writer":
+                break
+    calls_when_left = openai_server.request_count
+    await asyncio.sleep(0.5)  # several model calls' worth of time
+
+    assert openai_server.request_count == calls_when_left == 1
+    root = await run_root(capture)
+    assert root.attributes["otel_agents.stop_kind"] == "consumer_closed"
+
+
+async def test_a_bare_tap_lets_autogen_finish_the_team(capture: Capture, openai_server: OpenAIServer) -> None:
+    """The contrast to the test above: without run_stream's token AutoGen runs the team to its end."""
+    stream = otel_agents.tap(chatty_team(openai_server).run_stream(task="go"))
+    async with contextlib.aclosing(stream):
+        async for item in stream:
+            if item.source == "writer":
+                break
+
+    assert openai_server.request_count == 5
+
+
+async def test_run_stream_honours_the_callers_token(capture: Capture) -> None:
+    token = CancellationToken()
+    stream = otel_agents.run_stream(writers_room(max_messages=6), task="go", cancellation_token=token)
+    await stream.__anext__()
+    token.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await _drain(stream)
+    assert (await run_root(capture)).attributes["otel_agents.stop_kind"] == "cancelled"
+
+
+async def _drain(stream: Any) -> list[Any]:
+    return [item async for item in stream]
