@@ -35,9 +35,7 @@ def _start_run(telemetry: Telemetry, name: str) -> WorkflowSpan:
 
 def _check_stream(stream: object) -> None:
     if not hasattr(stream, "__anext__"):
-        raise TypeError(
-            f"tap() takes the async stream of team.run_stream(...), not {type(stream).__name__}"
-        )
+        raise TypeError(f"tap() takes the async stream of team.run_stream(...), not {type(stream).__name__}")
 
 
 def tap(

@@ -82,7 +82,9 @@ class Telemetry:
                 try:
                     shutdown()
                 except Exception:  # a failing exporter must not fail the caller
-                    logger.warning("otel-agents: shutting down %s failed", type(provider).__name__, exc_info=True)
+                    logger.warning(
+                        "otel-agents: shutting down %s failed", type(provider).__name__, exc_info=True
+                    )
 
     def __enter__(self) -> Telemetry:
         return self

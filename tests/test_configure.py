@@ -24,7 +24,12 @@ async def drain(stream: Any) -> list[Any]:
 
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    for name in ("OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_SDK_DISABLED", "OTEL_AGENTS_RUNTIME_SPANS"):
+    for name in (
+        "OTEL_SERVICE_NAME",
+        "OTEL_RESOURCE_ATTRIBUTES",
+        "OTEL_SDK_DISABLED",
+        "OTEL_AGENTS_RUNTIME_SPANS",
+    ):
         monkeypatch.delenv(name, raising=False)
     yield monkeypatch
 
@@ -79,12 +84,19 @@ async def test_runtime_from_create_runtime_uses_the_given_telemetry(
     shutdown_after.append(telemetry)
     runtime = otel_agents.create_runtime(telemetry)
     runtime.start()
-    await drain(otel_agents.tap(writers_room(max_messages=3, runtime=runtime).run_stream(task="go"), telemetry=telemetry))
+    await drain(
+        otel_agents.tap(
+            writers_room(max_messages=3, runtime=runtime).run_stream(task="go"), telemetry=telemetry
+        )
+    )
     await runtime.stop_when_idle()
     telemetry.force_flush()
 
     tree = one_trace(exporter.get_finished_spans())
-    assert {s.name for s in tree.named("autogen process")} >= {"autogen process writer", "autogen process critic"}
+    assert {s.name for s in tree.named("autogen process")} >= {
+        "autogen process writer",
+        "autogen process critic",
+    }
 
 
 async def test_sdk_disabled_passes_items_through_and_records_nothing(
@@ -136,7 +148,9 @@ def test_metric_readers_are_wired_to_the_meter_provider(shutdown_after: list[ote
     assert points == [2]
 
 
-async def test_telemetry_is_a_sync_and_async_context_manager(shutdown_after: list[otel_agents.Telemetry]) -> None:
+async def test_telemetry_is_a_sync_and_async_context_manager(
+    shutdown_after: list[otel_agents.Telemetry],
+) -> None:
     with otel_agents.configure(set_global=False) as telemetry:
         assert not telemetry._shut_down
     assert telemetry._shut_down
@@ -196,7 +210,11 @@ def test_misuse_is_refused_clearly() -> None:
 
 def _python(code: str) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
@@ -235,8 +253,8 @@ def test_without_configure_the_applications_global_providers_are_used() -> None:
                 pass
         asyncio.run(main())
         spans = exporter.get_finished_spans()
-        print(json.dumps({"names": sorted({s.name for s in spans}), "traces": len({s.context.trace_id for s in spans
-            if s.name.startswith(("invoke_workflow", "message"))})}))
+        ours = {s.context.trace_id for s in spans if s.name.startswith(("invoke_workflow", "message"))}
+        print(json.dumps({"names": sorted({s.name for s in spans}), "traces": len(ours)}))
         """
     )
     assert "invoke_workflow writers-room" in result["names"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -21,7 +22,7 @@ import otel_agents
 from otel_agents._stop import stop_kind_of
 from tests.conftest import Capture
 from tests.support.spans import one_trace
-from tests.support.teams import replay, text, writers_room
+from tests.support.teams import replay, writers_room
 
 
 async def drain(stream: Any) -> list[Any]:
@@ -43,7 +44,9 @@ async def test_run_span_attributes(capture: Capture) -> None:
     assert attributes["otel_agents.message_count"] == 5
     usages = [m.models_usage for m in result.messages if m.models_usage is not None]
     assert attributes["gen_ai.usage.input_tokens"] == sum(u.prompt_tokens for u in usages) == 2 * 20 + 2 * 30
-    assert attributes["gen_ai.usage.output_tokens"] == sum(u.completion_tokens for u in usages) == 2 * 2 + 2 * 4
+    assert (
+        attributes["gen_ai.usage.output_tokens"] == sum(u.completion_tokens for u in usages) == 2 * 2 + 2 * 4
+    )
 
 
 async def test_each_run_has_its_own_run_id(capture: Capture) -> None:
@@ -71,7 +74,7 @@ async def test_message_span_attributes(capture: Capture) -> None:
     assert critic.attributes["gen_ai.usage.input_tokens"] == 30
     # each message span covers the interval since the previous item (or the run start)
     assert task.start_time == tree.root.start_time
-    for previous, message in zip(messages, messages[1:], strict=False):
+    for previous, message in itertools.pairwise(messages):
         assert message.start_time == previous.end_time
     for message in messages:
         assert message.attributes["otel_agents.message.latency_ms"] == pytest.approx(
@@ -111,7 +114,9 @@ def _external() -> TerminationCondition:
 )
 async def test_stop_kind_of_autogen_conditions(capture: Capture, termination: Any, kind: str) -> None:
     items = await drain(
-        otel_agents.tap(writers_room(termination=termination() | MaxMessageTermination(10)).run_stream(task="go"))
+        otel_agents.tap(
+            writers_room(termination=termination() | MaxMessageTermination(10)).run_stream(task="go")
+        )
     )
 
     root = one_trace(capture.spans()).root
@@ -138,7 +143,10 @@ async def test_max_turns_is_a_max_messages_stop(capture: Capture) -> None:
         ("Token usage limit reached, total token count: 120, prompt token count: 100.", "token_budget"),
         ("External termination requested", "external"),
         ("loop guard: repeat: critic said the same thing 3 times", "loop_guard"),
-        ("Text 'X' mentioned, Maximum number of messages 4 reached, current message count: 4", "text_mention"),
+        (
+            "Text 'X' mentioned, Maximum number of messages 4 reached, current message count: 4",
+            "text_mention",
+        ),
         ("Stop message received", "other"),
         ("", "other"),
         (None, "other"),

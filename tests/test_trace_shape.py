@@ -19,7 +19,6 @@ from tests.conftest import Capture
 from tests.support.spans import Tree, one_trace, traces
 from tests.support.teams import replay, text, writers_room
 
-
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -45,7 +44,11 @@ async def test_embedded_runtime_run_is_one_flat_trace(capture: Capture) -> None:
     assert_turns_under(tree, tree.root, {"writer", "critic"})
     assert len(turns_of(tree)) == 4
     assert [s.name for s in tree.named("message ")] == [
-        "message user", "message writer", "message critic", "message writer", "message critic"
+        "message user",
+        "message writer",
+        "message critic",
+        "message writer",
+        "message critic",
     ]
     assert all(tree.parent(m) is tree.root for m in tree.named("message "))
     assert tree.depth() <= 4
@@ -66,7 +69,9 @@ async def test_twenty_concurrent_runs_on_one_shared_runtime(capture: Capture) ->
     runtime.start()  # outside any span, shared by every run
     try:
         teams = [writers_room(max_messages=3 + i % 3, runtime=runtime, name=f"team-{i}") for i in range(20)]
-        await asyncio.gather(*(drain(otel_agents.tap(t.run_stream(task=f"task {i}"))) for i, t in enumerate(teams)))
+        await asyncio.gather(
+            *(drain(otel_agents.tap(t.run_stream(task=f"task {i}"))) for i, t in enumerate(teams))
+        )
     finally:
         await runtime.stop_when_idle()
 
@@ -94,7 +99,9 @@ async def test_runtime_spans_nested_are_under_the_turn_that_caused_them(nested_c
     assert runtime_spans
     for span in runtime_spans:
         parent = tree.parent(span)
-        assert parent is not None and (parent is tree.root or parent.name.startswith("invoke_agent ")), span.name
+        assert parent is not None and (parent is tree.root or parent.name.startswith("invoke_agent ")), (
+            span.name
+        )
         assert not UUID.search(span.name), f"per-team uuid left in {span.name!r}"
         assert "message" not in (span.attributes or {}), "AutoGen's message JSON must not leave the process"
     names = {s.name for s in runtime_spans}
@@ -109,11 +116,16 @@ async def test_shared_runtime_started_inside_another_run_does_not_mix_runs(captu
     stream = otel_agents.tap(first.run_stream(task="one"))
     runtime.start()  # started while no run is active, but reused by both runs below
     await drain(stream)
-    await drain(otel_agents.tap(writers_room(max_messages=3, runtime=runtime, name="second").run_stream(task="two")))
+    await drain(
+        otel_agents.tap(writers_room(max_messages=3, runtime=runtime, name="second").run_stream(task="two"))
+    )
     await runtime.stop_when_idle()
 
     by_trace = traces(capture.spans())
-    assert sorted(t.root.name for t in by_trace.values()) == ["invoke_workflow first", "invoke_workflow second"]
+    assert sorted(t.root.name for t in by_trace.values()) == [
+        "invoke_workflow first",
+        "invoke_workflow second",
+    ]
 
 
 async def test_create_agent_outside_a_run_makes_no_trace(capture: Capture) -> None:
@@ -190,7 +202,9 @@ async def test_swarm_with_a_handoff(capture: Capture) -> None:
 async def test_nested_team_gets_a_span_of_its_own(capture: Capture) -> None:
     inner = writers_room(max_messages=3, name="drafting")
     editor = AssistantAgent("editor", model_client=replay(text("edited"), text("edited again")))
-    outer = RoundRobinGroupChat([inner, editor], termination_condition=MaxMessageTermination(4), name="publishing")
+    outer = RoundRobinGroupChat(
+        [inner, editor], termination_condition=MaxMessageTermination(4), name="publishing"
+    )
     items = await drain(otel_agents.tap(outer.run_stream(task="a story")))
 
     tree = one_trace(capture.spans())

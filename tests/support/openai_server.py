@@ -44,7 +44,9 @@ class OpenAIServer:
         self._next = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="openai-test-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="openai-test-server", daemon=True
+        )
 
     @property
     def base_url(self) -> str:
@@ -103,13 +105,19 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             if reply.delay_s:
                 time.sleep(reply.delay_s)
             if reply.status != 200:
-                self._send_json(reply.status, {"error": {"message": f"scripted {reply.status}", "type": "server"}})
+                self._send_json(
+                    reply.status, {"error": {"message": f"scripted {reply.status}", "type": "server"}}
+                )
                 return
             prompt, completion = server.usage_for(body, reply)
             stream = bool(body.get("stream"))
             with server._lock:
                 server.billed.append(Billed(prompt, completion, server.model, stream))
-            usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+            usage = {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            }
             if stream:
                 include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
                 self._send_stream(reply, usage if include_usage else None)
@@ -142,7 +150,11 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
 def _message(reply: Reply) -> tuple[dict[str, Any], str]:
     if reply.tool_call is not None:
         name, arguments = reply.tool_call
-        call = {"id": "call_1", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+        call = {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)},
+        }
         return {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
     return {"role": "assistant", "content": reply.text}, "stop"
 
@@ -160,7 +172,12 @@ def _completion(model: str, reply: Reply, usage: dict[str, int]) -> dict[str, An
 
 
 def _chunks(model: str, reply: Reply, usage: dict[str, int] | None) -> Iterator[dict[str, Any]]:
-    base = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+    base = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
     message, finish = _message(reply)
     if reply.tool_call is not None:
         call = dict(message["tool_calls"][0], index=0)

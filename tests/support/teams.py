@@ -14,7 +14,6 @@ from autogen_ext.models.replay import ReplayChatCompletionClient
 
 from tests.support.openai_server import OpenAIServer
 
-
 MODEL_INFO: ModelInfo = {
     "vision": False,
     "function_calling": True,
