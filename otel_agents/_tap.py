@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -18,6 +19,8 @@ T = TypeVar("T")
 
 UNKNOWN_WORKFLOW = "unknown"
 
+logger = logging.getLogger(__name__)
+
 
 def _workflow_name(team: object | None, stream: object) -> str:
     owner = team
@@ -28,9 +31,16 @@ def _workflow_name(team: object | None, stream: object) -> str:
     return name if isinstance(name, str) and name else UNKNOWN_WORKFLOW
 
 
-def _start_run(telemetry: Telemetry, name: str) -> WorkflowSpan:
-    run = Run(provider=telemetry.sdk_tracer_provider, runtime_spans=telemetry.settings.runtime_spans)
-    return WorkflowSpan(run, name, otel_context.get_current(), is_root=True)
+def _start_run(telemetry: Telemetry, name: str) -> WorkflowSpan | None:
+    """The run's span; None (the run goes untraced) if it cannot be started."""
+    if telemetry.disabled:
+        return None
+    try:
+        run = Run(provider=telemetry.sdk_tracer_provider, runtime_spans=telemetry.settings.runtime_spans)
+        return WorkflowSpan(run, name, otel_context.get_current(), is_root=True)
+    except Exception:
+        logger.warning("otel-agents could not start tracing run %r; it runs untraced", name, exc_info=True)
+        return None
 
 
 def _check_stream(stream: object) -> None:
@@ -51,10 +61,7 @@ def tap(
     it cannot be read from the stream; `telemetry=None` means the latest `configure()`'s.
     """
     _check_stream(stream)
-    resolved = current(telemetry)
-    if resolved.disabled:
-        return follow(stream, None)
-    return follow(stream, _start_run(resolved, _workflow_name(team, stream)))
+    return follow(stream, _start_run(current(telemetry), _workflow_name(team, stream)))
 
 
 def run_stream(
@@ -80,5 +87,4 @@ def run_stream(
         else:
             cancellation_token.add_callback(token.cancel)
     stream = team.run_stream(task=task, cancellation_token=token, **kwargs)
-    workflow = None if resolved.disabled else _start_run(resolved, _workflow_name(team, stream))
-    return follow(stream, workflow, cancel=token.cancel)
+    return follow(stream, _start_run(resolved, _workflow_name(team, stream)), cancel=token.cancel)

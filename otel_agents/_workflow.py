@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -17,6 +18,8 @@ from ._parenting import REGISTRY, Run
 from ._stop import CANCELLED, CONSUMER_CLOSED, StopKind, error_reason, stop_kind_of
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 _TRACER_NAME = "otel_agents"
 
@@ -101,6 +104,13 @@ class WorkflowSpan:
             message_span.end(end_time=now)
         self._last_ns = now
 
+    def record(self, item: object) -> None:
+        """`on_item`, never raising: a failure to record is logged, the item still goes through."""
+        try:
+            self.on_item(item)
+        except Exception:
+            logger.warning("otel-agents could not record a %s", type(item).__name__, exc_info=True)
+
     def stopped(self, reason: str) -> None:
         """The run ended early: `cancelled` or `consumer_closed`."""
         self.stop_reason = reason
@@ -156,7 +166,7 @@ async def follow(
                 inner_context = otel_context.get_current()
                 otel_context.detach(token)
             if workflow is not None:
-                workflow.on_item(item)
+                workflow.record(item)
             yield item
     except GeneratorExit:
         if workflow is not None:
@@ -191,7 +201,10 @@ async def follow(
                     otel_context.detach(token)
         finally:
             if workflow is not None:
-                workflow.end()
+                try:
+                    workflow.end()
+                except Exception:
+                    logger.warning("otel-agents could not end a run span", exc_info=True)
                 if workflow.is_root:
                     REGISTRY.end(workflow.run)
 

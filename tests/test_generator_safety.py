@@ -217,3 +217,49 @@ async def test_run_stream_honours_the_callers_token(capture: Capture) -> None:
 
 async def _drain(stream: Any) -> list[Any]:
     return [item async for item in stream]
+
+
+async def test_cancelling_the_consumer_while_it_waits_for_an_item_ends_the_run_as_cancelled(
+    capture: Capture, open_spans: OpenSpans, detach_errors: list[logging.LogRecord]
+) -> None:
+    first_item = asyncio.Event()
+
+    async def slow() -> AsyncGenerator[str, None]:
+        yield "first"
+        await asyncio.sleep(10)
+        yield "never"
+
+    async def consume() -> None:
+        async for _item in otel_agents.tap(slow()):
+            first_item.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(first_item.wait(), timeout=5)
+    await asyncio.sleep(0.05)  # the consumer now waits inside the tap for the next item
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    root = await run_root(capture)
+    assert root.attributes["otel_agents.stop_kind"] == "cancelled"
+    assert root.attributes["otel_agents.stop_reason"] == "cancelled"
+    assert not open_spans.open
+
+
+async def test_items_that_cannot_be_recorded_still_come_through(
+    capture: Capture, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Odd:
+        source = "odd"
+        models_usage = "not a usage object"
+
+    odd = Odd()
+
+    async def odd_items() -> AsyncGenerator[object, None]:
+        yield odd
+        yield "plain"
+
+    assert await _drain(otel_agents.tap(odd_items())) == [odd, "plain"]
+    assert any("could not record a Odd" in r.getMessage() for r in caplog.records)
+    root = await run_root(capture)
+    assert root.attributes["otel_agents.message_count"] == 2

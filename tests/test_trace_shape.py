@@ -256,3 +256,27 @@ async def test_runs_nested_in_the_callers_span_join_its_trace(capture: Capture) 
     run = tree.one("invoke_workflow writers-room")
     assert tree.parent(run) is tree.root
     assert_turns_under(tree, run, {"writer", "critic"})
+
+
+async def test_nested_team_in_an_outer_team_on_a_shared_runtime(nested_capture: Capture) -> None:
+    runtime = otel_agents.create_runtime()
+    runtime.start()
+    try:
+        inner = writers_room(max_messages=3, name="drafting")
+        editor = AssistantAgent("editor", model_client=replay(text("edited"), text("edited again")))
+        outer = RoundRobinGroupChat(
+            [inner, editor],
+            termination_condition=MaxMessageTermination(4),
+            runtime=runtime,
+            name="publishing",
+        )
+        await drain(otel_agents.tap(outer.run_stream(task="a story")))
+    finally:
+        await runtime.stop_when_idle()
+
+    tree = one_trace(nested_capture.spans())
+    inner_run = tree.named("invoke_workflow drafting")[0]
+    assert tree.parent(inner_run) is tree.root
+    assert_turns_under(tree, inner_run, {"writer", "critic"})
+    assert_turns_under(tree, tree.root, {"editor"})
+    assert tree.depth() <= 5
