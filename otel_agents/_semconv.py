@@ -24,6 +24,7 @@ RUN_ID: Final = "otel_agents.run.id"
 STOP_REASON: Final = "otel_agents.stop_reason"
 STOP_KIND: Final = "otel_agents.stop_kind"
 MESSAGE_COUNT: Final = "otel_agents.message_count"
+COST_USD: Final = "otel_agents.cost.usd"
 
 # otel-agents: one streamed item
 MESSAGE_INDEX: Final = "otel_agents.message.index"

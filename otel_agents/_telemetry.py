@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -153,23 +154,37 @@ def _install_global(telemetry: Telemetry) -> None:
 def configure(
     *,
     service_name: str | None = None,
+    endpoint: str | None = None,
+    protocol: str | None = None,
+    headers: Mapping[str, str] | str | None = None,
     span_exporter: SpanExporter | None = None,
     metric_readers: Sequence[MetricReader] | None = None,
+    store: str | os.PathLike[str] | bool | None = None,
     runtime_spans: str | None = None,
     set_global: bool = True,
 ) -> Telemetry:
     """Set up tracing for AutoGen team runs and return the pipeline.
 
     Each argument left `None` is read from its variable (`OTEL_SERVICE_NAME`,
-    `OTEL_AGENTS_RUNTIME_SPANS`, ...), else its default. A given `span_exporter` goes behind a batch
-    processor (honouring `OTEL_BSP_*`). A later call re-targets the process-wide provider and shuts
-    the previous pipeline down. `set_global=False` leaves OpenTelemetry's globals alone; AgentChat's
-    own `invoke_agent`/`execute_tool` spans then do not reach this pipeline.
+    `OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_AGENTS_RUNTIME_SPANS`, ...), else its default. Traces go
+    over OTLP when an endpoint is set, else to the embedded store (`store`: a directory, or False
+    for none). A given `span_exporter` replaces that default destination and goes behind a batch
+    processor (honouring `OTEL_BSP_*`). A later call re-targets the process-wide provider and
+    shuts the previous pipeline down. `set_global=False` leaves OpenTelemetry's globals alone;
+    AgentChat's own `invoke_agent`/`execute_tool` spans then do not reach this pipeline.
     """
     global _latest
     if not isinstance(set_global, bool):
         raise ConfigError(f"set_global={set_global!r}: expected True or False")
-    settings = resolve_settings(service_name=service_name, runtime_spans=runtime_spans)
+    settings = resolve_settings(
+        service_name=service_name,
+        runtime_spans=runtime_spans,
+        endpoint=endpoint,
+        protocol=protocol,
+        headers=headers,
+        store=store,
+        span_exporter_given=span_exporter is not None,
+    )
     telemetry = _build(settings, span_exporter, metric_readers)
     _patches.install()
     with _lock:
@@ -194,11 +209,15 @@ def _build(
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    from . import _exporters
+
+    exporters = ([span_exporter] if span_exporter is not None else []) + _exporters.span_exporters(settings)
+    readers = list(metric_readers or ()) + _exporters.metric_readers(settings)
     resource = Resource.create({SERVICE_NAME: settings.service_name})
     tracer_provider = TracerProvider(resource=resource)
-    if span_exporter is not None:
-        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
-    meter_provider = MeterProvider(resource=resource, metric_readers=list(metric_readers or ()))
+    for exporter in exporters:
+        tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
     return Telemetry(settings, tracer_provider, meter_provider)
 
 
