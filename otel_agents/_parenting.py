@@ -42,6 +42,8 @@ from opentelemetry.util._decorator import _agnosticcontextmanager
 
 from . import _semconv as sc
 from ._config import RuntimeSpans
+from ._prices import PriceTable
+from ._usage import RunTotals
 
 logger = logging.getLogger(__name__)
 
@@ -62,10 +64,12 @@ class Role(enum.Enum):
 
 @dataclass(eq=False)
 class Run:
-    """One active run: its spans' provider, its runtime-span mode and what it registered."""
+    """One active run: its spans' provider, its runtime-span mode, prices, totals, what it registered."""
 
     provider: trace.TracerProvider
     runtime_spans: RuntimeSpans
+    prices: PriceTable | None = None
+    totals: RunTotals = field(default_factory=RunTotals)
     ended: bool = False
     span_ids: list[int] = field(default_factory=list)
     stand_ins: dict[int, SpanContext] = field(default_factory=dict)
@@ -77,6 +81,8 @@ class Node:
     anchor: SpanContext
     workflow: SpanContext
     is_runtime: bool
+    agent: str | None = None
+    """The agent whose turn this span is in, if any."""
 
 
 class Registry:
@@ -283,10 +289,12 @@ class RunAwareTracer(trace.Tracer):
         if role is Role.RUNTIME:
             REGISTRY.add(own, Node(run, cause.anchor, cause.workflow, is_runtime=True))
         elif role is Role.TURN:
-            REGISTRY.add(own, Node(run, own, cause.workflow, is_runtime=False))
+            agent = attributes.get(sc.GEN_AI_AGENT_NAME) if attributes else None
+            REGISTRY.add(own, Node(run, own, cause.workflow, False, agent if isinstance(agent, str) else None))
+        elif cause.is_runtime:
+            REGISTRY.add(own, Node(run, cause.workflow, cause.workflow, is_runtime=False))
         else:
-            anchor = cause.workflow if cause.is_runtime else cause.anchor
-            REGISTRY.add(own, Node(run, anchor, cause.workflow, is_runtime=False))
+            REGISTRY.add(own, Node(run, cause.anchor, cause.workflow, False, cause.agent))
         return span
 
     @_agnosticcontextmanager

@@ -18,16 +18,20 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from ._parenting import REGISTRY
-from ._workflow import WorkflowSpan, follow
+from ._follow import follow
+from ._workflow import WorkflowSpan
 
 _MARK = "__otel_agents_wrapped__"
 _lock = threading.Lock()
 
 
 def install() -> None:
-    """Wrap `BaseGroupChat.run_stream` once per process."""
+    """Wrap `BaseGroupChat.run_stream` once per process, and every model client class defined so far."""
     from autogen_agentchat.teams import BaseGroupChat
 
+    from . import _model_calls
+
+    _model_calls.install()
     with _lock:
         original = BaseGroupChat.run_stream
         if getattr(original, _MARK, False):

@@ -13,11 +13,18 @@ GEN_AI_WORKFLOW_NAME: Final = "gen_ai.workflow.name"
 GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
 GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
 ERROR_TYPE: Final = "error.type"
 
 OPERATION_INVOKE_WORKFLOW: Final = "invoke_workflow"
 OPERATION_INVOKE_AGENT: Final = "invoke_agent"
 OPERATION_CREATE_AGENT: Final = "create_agent"
+OPERATION_CHAT: Final = "chat"
 
 # otel-agents: the run
 RUN_ID: Final = "otel_agents.run.id"

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import context as otel_context
 
+from . import _patches
 from ._parenting import Run
 from ._telemetry import Telemetry, current
-from ._workflow import WorkflowSpan, follow
+from ._follow import follow
+from ._workflow import WorkflowSpan
 
 if TYPE_CHECKING:
     from autogen_core import CancellationToken
@@ -36,7 +38,12 @@ def _start_run(telemetry: Telemetry, name: str) -> WorkflowSpan | None:
     if telemetry.disabled:
         return None
     try:
-        run = Run(provider=telemetry.sdk_tracer_provider, runtime_spans=telemetry.settings.runtime_spans)
+        _patches.install()  # model client classes defined since configure()
+        run = Run(
+            provider=telemetry.sdk_tracer_provider,
+            runtime_spans=telemetry.settings.runtime_spans,
+            prices=telemetry.prices,
+        )
         return WorkflowSpan(run, name, otel_context.get_current(), is_root=True)
     except Exception:
         logger.warning("otel-agents could not start tracing run %r; it runs untraced", name, exc_info=True)

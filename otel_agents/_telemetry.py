@@ -13,7 +13,9 @@ from opentelemetry import metrics, trace
 
 from . import _patches
 from ._config import ConfigError, RuntimeSpans, Settings, resolve_settings
+from ._metrics import Instruments
 from ._parenting import Run, RunAwareTracerProvider
+from ._prices import PriceTable, load_prices
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricReader
@@ -35,10 +37,13 @@ class Telemetry:
         settings: Settings,
         sdk_tracer_provider: trace.TracerProvider,
         meter_provider: metrics.MeterProvider,
+        prices: PriceTable | None = None,
     ) -> None:
         self.settings = settings
+        self.prices = prices if prices is not None else PriceTable()
         self._sdk_tracer_provider = sdk_tracer_provider
         self._meter_provider = meter_provider
+        self.instruments = Instruments(meter_provider)
         self._tracer_provider = RunAwareTracerProvider(
             lambda: self._sdk_tracer_provider, lambda: self.settings.runtime_spans
         )
@@ -159,6 +164,7 @@ def configure(
     headers: Mapping[str, str] | str | None = None,
     span_exporter: SpanExporter | None = None,
     metric_readers: Sequence[MetricReader] | None = None,
+    prices: str | os.PathLike[str] | Mapping[str, Mapping[str, float]] | None = None,
     store: str | os.PathLike[str] | bool | None = None,
     runtime_spans: str | None = None,
     set_global: bool = True,
@@ -185,7 +191,8 @@ def configure(
         store=store,
         span_exporter_given=span_exporter is not None,
     )
-    telemetry = _build(settings, span_exporter, metric_readers)
+    price_table = load_prices(prices)
+    telemetry = _build(settings, span_exporter, metric_readers, price_table)
     _patches.install()
     with _lock:
         previous, _latest = _latest, telemetry
@@ -199,10 +206,13 @@ def configure(
 
 
 def _build(
-    settings: Settings, span_exporter: SpanExporter | None, metric_readers: Sequence[MetricReader] | None
+    settings: Settings,
+    span_exporter: SpanExporter | None,
+    metric_readers: Sequence[MetricReader] | None,
+    prices: PriceTable,
 ) -> Telemetry:
     if settings.disabled:
-        return Telemetry(settings, trace.NoOpTracerProvider(), metrics.NoOpMeterProvider())
+        return Telemetry(settings, trace.NoOpTracerProvider(), metrics.NoOpMeterProvider(), prices)
 
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -218,7 +228,7 @@ def _build(
     for exporter in exporters:
         tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
-    return Telemetry(settings, tracer_provider, meter_provider)
+    return Telemetry(settings, tracer_provider, meter_provider, prices)
 
 
 def current(telemetry: Telemetry | None) -> Telemetry:

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -16,10 +13,6 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from . import _semconv as sc
 from ._parenting import REGISTRY, Run
 from ._stop import CANCELLED, CONSUMER_CLOSED, StopKind, error_reason, stop_kind_of
-
-T = TypeVar("T")
-
-logger = logging.getLogger(__name__)
 
 _TRACER_NAME = "otel_agents"
 
@@ -98,18 +91,22 @@ class WorkflowSpan:
             if usage is not None:
                 attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] = usage.prompt_tokens
                 attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = usage.completion_tokens
+                cost = self._message_cost(source, usage.prompt_tokens, usage.completion_tokens)
+                if cost is not None:
+                    attributes[sc.COST_USD] = cost
             message_span = self._tracer.start_span(
                 f"message {source}", context=self.context, attributes=attributes, start_time=self._last_ns
             )
             message_span.end(end_time=now)
         self._last_ns = now
 
-    def record(self, item: object) -> None:
-        """`on_item`, never raising: a failure to record is logged, the item still goes through."""
-        try:
-            self.on_item(item)
-        except Exception:
-            logger.warning("otel-agents could not record a %s", type(item).__name__, exc_info=True)
+    def _message_cost(self, source: str, input_tokens: int, output_tokens: int) -> float | None:
+        """The message's usage priced at the model its agent called last in this run."""
+        run = self.run
+        model = run.totals.agent_models.get(source)
+        if model is None or run.prices is None:
+            return None
+        return run.prices.cost(model, input_tokens, output_tokens)
 
     def stopped(self, reason: str) -> None:
         """The run ended early: `cancelled` or `consumer_closed`."""
@@ -123,12 +120,16 @@ class WorkflowSpan:
 
     def end(self) -> None:
         span = self.span
+        totals = self.run.totals
+        from_calls = self.is_root and totals.calls > 0  # every model call of the run, counted once
         attributes: dict[str, Any] = {
             sc.STOP_KIND: self.stop_kind or "other",
             sc.MESSAGE_COUNT: self.message_count,
-            sc.GEN_AI_USAGE_INPUT_TOKENS: self.input_tokens,
-            sc.GEN_AI_USAGE_OUTPUT_TOKENS: self.output_tokens,
+            sc.GEN_AI_USAGE_INPUT_TOKENS: totals.input_tokens if from_calls else self.input_tokens,
+            sc.GEN_AI_USAGE_OUTPUT_TOKENS: totals.output_tokens if from_calls else self.output_tokens,
         }
+        if from_calls and totals.cost_usd is not None:
+            attributes[sc.COST_USD] = totals.cost_usd
         if self.stop_reason is not None:
             attributes[sc.STOP_REASON] = self.stop_reason
         span.set_attributes(attributes)
@@ -139,77 +140,5 @@ class WorkflowSpan:
             span.add_event("exception", {"exception.type": error_type})
             span.set_status(Status(StatusCode.ERROR, error_type))
         span.end()
-
-
-async def follow(
-    stream: AsyncIterator[T],
-    workflow: WorkflowSpan | None,
-    *,
-    cancel: Callable[[], None] | None = None,
-) -> AsyncGenerator[T, None]:
-    """Yield `stream`'s items unchanged, recording them on `workflow` (None: record nothing).
-
-    The stream advances only when the consumer asks, under the workflow's context; whatever context
-    the stream leaves behind at a yield is restored when it resumes, and nothing stays attached across
-    our own yield. `cancel` is called when the consumer leaves early or is cancelled.
-    """
-    inner_context = workflow.context if workflow is not None else otel_context.get_current()
-    cancelled_by_us = False
-    try:
-        while True:
-            token = otel_context.attach(inner_context)
-            try:
-                item = await stream.__anext__()
-            except StopAsyncIteration:
-                break
-            finally:
-                inner_context = otel_context.get_current()
-                otel_context.detach(token)
-            if workflow is not None:
-                workflow.record(item)
-            yield item
-    except GeneratorExit:
-        if workflow is not None:
-            workflow.stopped(CONSUMER_CLOSED)
-        if cancel is not None:
-            cancel()
-            cancelled_by_us = True
-        raise
-    except asyncio.CancelledError:
-        if workflow is not None:
-            workflow.stopped(CANCELLED)
-        if cancel is not None:
-            cancel()
-        raise
-    except BaseException as exc:
-        if workflow is not None:
-            workflow.failed(exc)
-        raise
-    finally:
-        try:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                token = otel_context.attach(inner_context)
-                try:
-                    await aclose()
-                except asyncio.CancelledError:
-                    # The team's own shutdown reports the cancellation we caused when the consumer
-                    # left; the consumer asked for nothing to be cancelled, so it does not see it.
-                    if not (cancelled_by_us and not _current_task_cancelling()):
-                        raise
-                finally:
-                    otel_context.detach(token)
-        finally:
-            if workflow is not None:
-                try:
-                    workflow.end()
-                except Exception:
-                    logger.warning("otel-agents could not end a run span", exc_info=True)
-                if workflow.is_root:
-                    REGISTRY.end(workflow.run)
-
-
-def _current_task_cancelling() -> bool:
-    task = asyncio.current_task()
-    cancelling = getattr(task, "cancelling", None)  # Python 3.11+
-    return bool(cancelling()) if cancelling is not None else False
+        if self.is_root:
+            REGISTRY.end(self.run)

@@ -1,0 +1,315 @@
+"""A `chat {model}` span per model call, for every `ChatCompletionClient`.
+
+AutoGen 0.7.5 gives model calls no span. `create` and `create_stream` are wrapped on every
+subclass of `autogen_core.models.ChatCompletionClient` that defines them (OpenAI, Azure OpenAI,
+Anthropic, Ollama, the replay client, your own), once per class. A call inside a run goes under the
+agent turn that made it, or under the run span when no agent made it (a selector choosing the next
+speaker); its tokens and cost are added to the run's totals, so each token is counted once.
+
+The response model and cached-token count come from the `LLMCallEvent` record that clients log to
+`autogen_core.events` during the call. A filter on that logger reads them; records the
+application's own logging configuration would not have shown are dropped after reading, so what
+the application sees does not change.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import logging
+import threading
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from typing import Any, Final
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from . import _semconv as sc
+from ._follow import follow
+from ._parenting import REGISTRY, Node
+
+logger = logging.getLogger(__name__)
+
+_MARK: Final = "__otel_agents_wrapped__"
+_EVENT_LOGGER: Final = "autogen_core.events"
+_PROVIDERS: Final[Mapping[str, str]] = {
+    "AzureOpenAIChatCompletionClient": "azure.ai.openai",
+    "AzureAIChatCompletionClient": "azure.ai.inference",
+    "OpenAIChatCompletionClient": "openai",
+    "BaseOpenAIChatCompletionClient": "openai",
+    "AnthropicChatCompletionClient": "anthropic",
+    "AnthropicBedrockChatCompletionClient": "aws.bedrock",
+    "OllamaChatCompletionClient": "ollama",
+    "ReplayChatCompletionClient": "autogen.replay",
+    "LlamaCppChatCompletionClient": "llama_cpp",
+}
+
+_current_call: contextvars.ContextVar[ModelCall | None] = contextvars.ContextVar("otel_agents_call", default=None)
+_lock = threading.Lock()
+
+
+def provider_name(client: object) -> str:
+    for cls in type(client).__mro__:
+        if cls.__name__ in _PROVIDERS:
+            return _PROVIDERS[cls.__name__]
+    return type(client).__module__.split(".")[0]
+
+
+def request_model(client: object, extra_create_args: Mapping[str, Any] | None) -> str | None:
+    """The model asked for: the call's `extra_create_args`, else the client's configuration."""
+    for source in (extra_create_args, getattr(client, "_create_args", None), getattr(client, "_raw_config", None)):
+        if isinstance(source, Mapping) and isinstance(source.get("model"), str) and source["model"]:
+            return str(source["model"])
+    model = getattr(client, "model", None)
+    return model if isinstance(model, str) and model else None
+
+
+class ModelCall:
+    """One `chat {model}` span, from the call's start to its result or exception."""
+
+    def __init__(self, telemetry: Any, client: object, kwargs: Mapping[str, Any]) -> None:
+        self._telemetry = telemetry
+        self.model = request_model(client, kwargs.get("extra_create_args"))
+        self.response_model: str | None = None
+        self.cached_input_tokens: int | None = None
+        self._ended = False
+        self._error: BaseException | None = None
+        self._result: Any = None
+        self._start = time.monotonic()
+        attributes: dict[str, Any] = {
+            sc.GEN_AI_OPERATION_NAME: sc.OPERATION_CHAT,
+            sc.GEN_AI_PROVIDER_NAME: provider_name(client),
+        }
+        if self.model:
+            attributes[sc.GEN_AI_REQUEST_MODEL] = self.model
+        self.node: Node | None = REGISTRY.lookup(trace.get_current_span().get_span_context())
+        if self.node is not None and self.node.agent is not None and not self.node.is_runtime:
+            attributes[sc.GEN_AI_AGENT_NAME] = self.node.agent
+        tracer = telemetry.tracer_provider.get_tracer("otel_agents")
+        name = f"{sc.OPERATION_CHAT} {self.model}" if self.model else sc.OPERATION_CHAT
+        self.span = tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
+        self.context = trace.set_span_in_context(self.span)
+
+    @property
+    def agent(self) -> str | None:
+        return self.node.agent if self.node is not None and not self.node.is_runtime else None
+
+    def on_item(self, item: object) -> None:
+        if type(item).__name__ == "CreateResult":
+            self._result = item
+
+    def stopped(self, reason: str) -> None:
+        pass  # a stream abandoned by its consumer: the span ends with what it has
+
+    def failed(self, exc: BaseException) -> None:
+        self._error = exc
+
+    def end(self) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        span = self.span
+        result = self._result
+        if result is not None:
+            usage = result.usage
+            input_tokens, output_tokens = int(usage.prompt_tokens), int(usage.completion_tokens)
+            priced_model = self.response_model or self.model
+            prices = self._telemetry.prices
+            cost = prices.cost(priced_model, input_tokens, output_tokens, self.cached_input_tokens or 0)
+            attributes: dict[str, Any] = {
+                sc.GEN_AI_USAGE_INPUT_TOKENS: input_tokens,
+                sc.GEN_AI_USAGE_OUTPUT_TOKENS: output_tokens,
+                sc.GEN_AI_RESPONSE_FINISH_REASONS: (str(result.finish_reason),),
+            }
+            if self.response_model:
+                attributes[sc.GEN_AI_RESPONSE_MODEL] = self.response_model
+            if self.cached_input_tokens is not None:
+                attributes[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = self.cached_input_tokens
+            if cost is not None:
+                attributes[sc.COST_USD] = cost
+            span.set_attributes(attributes)
+            if cost is None:
+                _unpriced(self._telemetry, priced_model, input_tokens + output_tokens)
+            if self.node is not None and not self.node.run.ended:
+                self.node.run.totals.add_call(
+                    agent=self.agent,
+                    model=priced_model,
+                    input_tokens=input_tokens,
+                    output_tokens=output_tokens,
+                    cost_usd=cost,
+                )
+        if self._error is not None:
+            error_type = type(self._error).__name__
+            span.set_attribute(sc.ERROR_TYPE, error_type)
+            span.add_event("exception", {"exception.type": error_type})
+            span.set_status(Status(StatusCode.ERROR, error_type))
+        span.end()
+
+    def on_event(self, payload: Mapping[str, Any]) -> None:
+        """Read the response model and cached tokens from an `LLMCallEvent`'s response."""
+        response = payload.get("response")
+        if not isinstance(response, Mapping):
+            return
+        model = response.get("model")
+        if isinstance(model, str) and model:
+            self.response_model = model
+        usage = response.get("usage")
+        details = usage.get("prompt_tokens_details") if isinstance(usage, Mapping) else None
+        cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+        if isinstance(cached, int):
+            self.cached_input_tokens = cached
+
+
+_warned_unpriced: set[str] = set()
+
+
+def _unpriced(telemetry: Any, model: str | None, tokens: int) -> None:
+    """Count the tokens of a call we cannot price; warn once per model."""
+    name = model or "unknown"
+    telemetry.instruments.tokens_unpriced.add(tokens, {sc.GEN_AI_REQUEST_MODEL: name})
+    if name not in _warned_unpriced:
+        _warned_unpriced.add(name)
+        if model is None:
+            logger.warning("otel-agents: a model client reports no model name; its calls get no cost")
+        else:
+            logger.warning(
+                "otel-agents: no price for model %r; its calls get no cost (add it with OTEL_AGENTS_PRICES)", name
+            )
+
+
+def _start(client: object, kwargs: Mapping[str, Any]) -> ModelCall | None:
+    if _current_call.get() is not None:  # a subclass calling super().create(): one span per call
+        return None
+    try:
+        from ._telemetry import current
+
+        telemetry = current(None)
+        if telemetry.disabled:
+            return None
+        return ModelCall(telemetry, client, kwargs)
+    except Exception:
+        logger.warning("otel-agents could not trace a model call", exc_info=True)
+        return None
+
+
+def _wrap_create(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(original)
+    async def create(self: Any, *args: Any, **kwargs: Any) -> Any:
+        call = _start(self, kwargs)
+        if call is None:
+            return await original(self, *args, **kwargs)
+        token = otel_context.attach(call.context)
+        call_token = _current_call.set(call)
+        try:
+            result = await original(self, *args, **kwargs)
+        except BaseException as exc:
+            call.failed(exc)
+            raise
+        else:
+            call.on_item(result)
+            return result
+        finally:
+            _current_call.reset(call_token)
+            otel_context.detach(token)
+            _end(call)
+
+    setattr(create, _MARK, True)
+    return create
+
+
+def _wrap_create_stream(original: Callable[..., AsyncGenerator[Any, None]]) -> Callable[..., AsyncGenerator[Any, None]]:
+    @functools.wraps(original)
+    def create_stream(self: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+        return _traced_stream(original, self, args, kwargs)
+
+    setattr(create_stream, _MARK, True)
+    return create_stream
+
+
+async def _traced_stream(
+    original: Callable[..., AsyncGenerator[Any, None]], client: Any, args: Any, kwargs: dict[str, Any]
+) -> AsyncGenerator[Any, None]:
+    call = _start(client, kwargs)  # at the first item asked for: the call starts then
+    if call is None:
+        async for item in original(client, *args, **kwargs):
+            yield item
+        return
+    call_token = _current_call.set(call)
+    try:
+        stream = original(client, *args, **kwargs)
+    finally:
+        _current_call.reset(call_token)
+    async for item in follow(_with_current_call(stream, call), call):
+        yield item
+
+
+async def _with_current_call(stream: AsyncGenerator[Any, None], call: ModelCall) -> AsyncGenerator[Any, None]:
+    """The client's stream, run with `call` as the current call (for its LLM events)."""
+    token = _current_call.set(call)
+    try:
+        async for item in stream:
+            _current_call.reset(token)
+            yield item
+            token = _current_call.set(call)
+    finally:
+        _current_call.reset(token)
+
+
+def _end(call: ModelCall) -> None:
+    try:
+        call.end()
+    except Exception:
+        logger.warning("otel-agents could not end a model call span", exc_info=True)
+
+
+class _EventReader(logging.Filter):
+    """On `autogen_core.events`: hands LLM call events to the current call; keeps logging as it was."""
+
+    def __init__(self, event_logger: logging.Logger, users_level: int) -> None:
+        super().__init__()
+        self._logger = event_logger
+        self._users_level = users_level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        call = _current_call.get()
+        if call is not None:
+            kwargs = getattr(record.msg, "kwargs", None)
+            if isinstance(kwargs, Mapping) and kwargs.get("type") in ("LLMCall", "LLMStreamEnd"):
+                try:
+                    call.on_event(kwargs)
+                except Exception:
+                    logger.debug("otel-agents could not read an LLM event", exc_info=True)
+        users_level = self._users_level
+        if users_level == logging.NOTSET:
+            parent = self._logger.parent
+            users_level = parent.getEffectiveLevel() if parent is not None else logging.WARNING
+        return record.levelno >= users_level
+
+
+def install() -> None:
+    """Wrap every ChatCompletionClient subclass defined so far (idempotent, cheap to repeat)."""
+    from autogen_core.models import ChatCompletionClient
+
+    with _lock:
+        pending: list[type] = [ChatCompletionClient]
+        while pending:
+            cls = pending.pop()
+            pending.extend(cls.__subclasses__())
+            for name, wrap in (("create", _wrap_create), ("create_stream", _wrap_create_stream)):
+                method = cls.__dict__.get(name)
+                if method is None or getattr(method, _MARK, False) or getattr(method, "__isabstractmethod__", False):
+                    continue
+                setattr(cls, name, wrap(method))
+        _install_event_reader()
+
+
+def _install_event_reader() -> None:
+    event_logger = logging.getLogger(_EVENT_LOGGER)
+    if any(isinstance(f, _EventReader) for f in event_logger.filters):
+        return
+    users_level = event_logger.level
+    event_logger.addFilter(_EventReader(event_logger, users_level))
+    if event_logger.getEffectiveLevel() > logging.INFO:
+        event_logger.setLevel(logging.INFO)
