@@ -40,7 +40,9 @@ def otlp_span_exporter(signal: Signal) -> SpanExporter:
     headers = dict(signal.headers) if signal.headers is not None else None
     if signal.protocol == "grpc":
         try:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+                OTLPSpanExporter as GrpcSpanExporter,
+            )
         except ImportError:
             raise ConfigError(_GRPC_MISSING) from None
         return GrpcSpanExporter(endpoint=signal.endpoint, headers=headers)
@@ -53,7 +55,9 @@ def _otlp_metric_exporter(signal: Signal) -> MetricExporter:
     headers = dict(signal.headers) if signal.headers is not None else None
     if signal.protocol == "grpc":
         try:
-            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcExporter
+            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
+                OTLPMetricExporter as GrpcExporter,
+            )
         except ImportError:
             raise ConfigError(_GRPC_MISSING) from None
         return GrpcExporter(endpoint=signal.endpoint, headers=headers)

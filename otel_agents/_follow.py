@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Protocol, TypeVar
@@ -62,7 +63,7 @@ async def follow(
                 inner_context = otel_context.get_current()
                 otel_context.detach(token)
             if recorder is not None:
-                _safely(f"record a {type(item).__name__}", lambda: recorder.on_item(item))
+                _safely(f"record a {type(item).__name__}", functools.partial(recorder.on_item, item))
             yield item
     except GeneratorExit:
         if recorder is not None:

@@ -59,7 +59,11 @@ def provider_name(client: object) -> str:
 
 def request_model(client: object, extra_create_args: Mapping[str, Any] | None) -> str | None:
     """The model asked for: the call's `extra_create_args`, else the client's configuration."""
-    for source in (extra_create_args, getattr(client, "_create_args", None), getattr(client, "_raw_config", None)):
+    for source in (
+        extra_create_args,
+        getattr(client, "_create_args", None),
+        getattr(client, "_raw_config", None),
+    ):
         if isinstance(source, Mapping) and isinstance(source.get("model"), str) and source["model"]:
             return str(source["model"])
     model = getattr(client, "model", None)
@@ -175,7 +179,8 @@ def _unpriced(telemetry: Any, model: str | None, tokens: int) -> None:
             logger.warning("otel-agents: a model client reports no model name; its calls get no cost")
         else:
             logger.warning(
-                "otel-agents: no price for model %r; its calls get no cost (add it with OTEL_AGENTS_PRICES)", name
+                "otel-agents: no price for model %r; its calls get no cost (add it with OTEL_AGENTS_PRICES)",
+                name,
             )
 
 
@@ -219,7 +224,9 @@ def _wrap_create(original: Callable[..., Awaitable[Any]]) -> Callable[..., Await
     return create
 
 
-def _wrap_create_stream(original: Callable[..., AsyncGenerator[Any, None]]) -> Callable[..., AsyncGenerator[Any, None]]:
+def _wrap_create_stream(
+    original: Callable[..., AsyncGenerator[Any, None]],
+) -> Callable[..., AsyncGenerator[Any, None]]:
     @functools.wraps(original)
     def create_stream(self: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
         return _traced_stream(original, self, args, kwargs)

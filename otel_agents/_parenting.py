@@ -248,9 +248,7 @@ class RunAwareTracer(trace.Tracer):
         if cause is not None and not self._provider.accepts(cause.run):
             cause = None
         if cause is None:  # not part of a run
-            if role is Role.CREATE_AGENT or (
-                role is Role.RUNTIME and self._provider.runtime_spans() == "off"
-            ):
+            if role is Role.CREATE_AGENT or (role is Role.RUNTIME and self._provider.runtime_spans() == "off"):
                 return NonRecordingSpan(parent if parent.is_valid else trace.INVALID_SPAN_CONTEXT)
             if role is Role.RUNTIME:
                 name, attributes = stable_runtime_span_name(name), _without_content(attributes)
@@ -344,9 +342,7 @@ class RunAwareTracerProvider(trace.TracerProvider):
         schema_url: str | None = None,
         attributes: types.Attributes = None,
     ) -> trace.Tracer:
-        return RunAwareTracer(
-            self, instrumenting_module_name, instrumenting_library_version, schema_url, attributes
-        )
+        return RunAwareTracer(self, instrumenting_module_name, instrumenting_library_version, schema_url, attributes)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         flush = getattr(self.delegate(), "force_flush", None)

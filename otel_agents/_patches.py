@@ -17,8 +17,8 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from ._parenting import REGISTRY
 from ._follow import follow
+from ._parenting import REGISTRY
 from ._workflow import WorkflowSpan
 
 _MARK = "__otel_agents_wrapped__"
@@ -47,9 +47,7 @@ def _wrap(original: Callable[..., AsyncGenerator[Any, None]]) -> Callable[..., A
             cause = REGISTRY.lookup(trace.get_current_span().get_span_context())
             if cause is None or cause.run.ended:
                 return stream
-            parent = trace.set_span_in_context(
-                trace.NonRecordingSpan(cause.workflow), otel_context.get_current()
-            )
+            parent = trace.set_span_in_context(trace.NonRecordingSpan(cause.workflow), otel_context.get_current())
             workflow = WorkflowSpan(cause.run, str(self.name), parent, is_root=False)
         except Exception:  # never break the run
             return stream

@@ -109,7 +109,9 @@ class PriceTable:
                 return found
         return None
 
-    def cost(self, model: str | None, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0) -> float | None:
+    def cost(
+        self, model: str | None, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0
+    ) -> float | None:
         price = self.price(model)
         return price.cost(input_tokens, output_tokens, cached_input_tokens) if price is not None else None
 
@@ -118,7 +120,9 @@ def _entry(source: str, model: object, value: object) -> Price:
     if not isinstance(model, str) or not model:
         raise ConfigError(f"{source}: entry {model!r}: a model name must be a non-empty string")
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{source}: entry {model!r}: expected a table with 'input' and 'output' (USD per million tokens)")
+        raise ConfigError(
+            f"{source}: entry {model!r}: expected a table with 'input' and 'output' (USD per million tokens)"
+        )
     unknown = set(value) - {"input", "output", "cached_input"}
     if unknown:
         raise ConfigError(f"{source}: entry {model!r}: unknown key(s) {', '.join(sorted(map(str, unknown)))}")
@@ -148,7 +152,9 @@ def _read_file(path: Path, source: str) -> Mapping[str, Any]:
         else:
             data = json.loads(text)
     except ValueError as error:
-        raise ConfigError(f"{source}: {str(path)!r} is not valid {path.suffix.lstrip('.').upper() or 'JSON'}: {error}") from None
+        raise ConfigError(
+            f"{source}: {str(path)!r} is not valid {path.suffix.lstrip('.').upper() or 'JSON'}: {error}"
+        ) from None
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: {str(path)!r} must map model names to prices")
     return data

@@ -24,7 +24,12 @@ def readable_span(stored: StoredSpan) -> ReadableSpan:
     flags = TraceFlags(data.get("trace_flags", TraceFlags.SAMPLED))
     context = SpanContext(trace_id, int(stored.span_id, 16), is_remote=False, trace_flags=flags)
     parent = (
-        SpanContext(trace_id, int(stored.parent_span_id, 16), is_remote=bool(data.get("parent_is_remote")), trace_flags=flags)
+        SpanContext(
+            trace_id,
+            int(stored.parent_span_id, 16),
+            is_remote=bool(data.get("parent_is_remote")),
+            trace_flags=flags,
+        )
         if stored.parent_span_id
         else None
     )

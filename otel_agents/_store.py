@@ -113,7 +113,11 @@ def _encode(span: ReadableSpan) -> tuple[Any, ...]:
         "status": {"code": span.status.status_code.name, "description": span.status.description},
         "attributes": {k: _plain(v) for k, v in (span.attributes or {}).items()},
         "events": [
-            {"name": e.name, "timestamp": e.timestamp, "attributes": {k: _plain(v) for k, v in (e.attributes or {}).items()}}
+            {
+                "name": e.name,
+                "timestamp": e.timestamp,
+                "attributes": {k: _plain(v) for k, v in (e.attributes or {}).items()},
+            }
             for e in span.events
         ],
         "links": [
@@ -247,9 +251,7 @@ class Store:
             rows = self._read("SELECT * FROM spans ORDER BY start_ns")
         else:
             rows = self._read("SELECT * FROM spans WHERE trace_id = ? ORDER BY start_ns", (trace_id,))
-        return [
-            StoredSpan(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6])) for row in rows
-        ]
+        return [StoredSpan(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6])) for row in rows]
 
 
 class StoreSpanExporter(SpanExporter):

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from opentelemetry import context as otel_context
 
 from . import _patches
+from ._follow import follow
 from ._parenting import Run
 from ._telemetry import Telemetry, current
-from ._follow import follow
 from ._workflow import WorkflowSpan
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def _workflow_name(team: object | None, stream: object) -> str:
     return name if isinstance(name, str) and name else UNKNOWN_WORKFLOW
 
 
-def _start_run(telemetry: Telemetry, name: str) -> WorkflowSpan | None:
+def start_run(telemetry: Telemetry, name: str) -> WorkflowSpan | None:
     """The run's span; None (the run goes untraced) if it cannot be started."""
     if telemetry.disabled:
         return None
@@ -68,7 +68,7 @@ def tap(
     it cannot be read from the stream; `telemetry=None` means the latest `configure()`'s.
     """
     _check_stream(stream)
-    return follow(stream, _start_run(current(telemetry), _workflow_name(team, stream)))
+    return follow(stream, start_run(current(telemetry), _workflow_name(team, stream)))
 
 
 def run_stream(
@@ -94,4 +94,4 @@ def run_stream(
         else:
             cancellation_token.add_callback(token.cancel)
     stream = team.run_stream(task=task, cancellation_token=token, **kwargs)
-    return follow(stream, _start_run(resolved, _workflow_name(team, stream)), cancel=token.cancel)
+    return follow(stream, start_run(resolved, _workflow_name(team, stream)), cancel=token.cancel)

@@ -88,9 +88,7 @@ class Telemetry:
                 try:
                     shutdown()
                 except Exception:  # a failing exporter must not fail the caller
-                    logger.warning(
-                        "otel-agents: shutting down %s failed", type(provider).__name__, exc_info=True
-                    )
+                    logger.warning("otel-agents: shutting down %s failed", type(provider).__name__, exc_info=True)
 
     def __enter__(self) -> Telemetry:
         return self

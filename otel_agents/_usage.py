@@ -17,7 +17,13 @@ class RunTotals:
     """The model each agent called last: it prices that agent's message usage."""
 
     def add_call(
-        self, *, agent: str | None, model: str | None, input_tokens: int, output_tokens: int, cost_usd: float | None
+        self,
+        *,
+        agent: str | None,
+        model: str | None,
+        input_tokens: int,
+        output_tokens: int,
+        cost_usd: float | None,
     ) -> None:
         self.calls += 1
         self.input_tokens += input_tokens

@@ -47,8 +47,9 @@ class WorkflowSpan:
             sc.GEN_AI_OPERATION_NAME: sc.OPERATION_INVOKE_WORKFLOW,
             sc.GEN_AI_WORKFLOW_NAME: name,
         }
-        if is_root:
-            attributes[sc.RUN_ID] = uuid.uuid4().hex
+        self.run_id = uuid.uuid4().hex if is_root else None
+        if self.run_id is not None:
+            attributes[sc.RUN_ID] = self.run_id
         self.span = self._tracer.start_span(
             f"{sc.OPERATION_INVOKE_WORKFLOW} {name}",
             context=parent,

@@ -50,5 +50,10 @@ def openai_server() -> Iterator[OpenAIServer]:
 def private_data_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """The default store lives under XDG_DATA_HOME: keep every test's out of the real home."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data-home")))
-    for name in ("OTEL_AGENTS_STORE", "OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT"):
+    for name in (
+        "OTEL_AGENTS_STORE",
+        "OTEL_TRACES_EXPORTER",
+        "OTEL_METRICS_EXPORTER",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+    ):
         monkeypatch.delenv(name, raising=False)

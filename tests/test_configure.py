@@ -85,9 +85,7 @@ async def test_runtime_from_create_runtime_uses_the_given_telemetry(
     runtime = otel_agents.create_runtime(telemetry)
     runtime.start()
     await drain(
-        otel_agents.tap(
-            writers_room(max_messages=3, runtime=runtime).run_stream(task="go"), telemetry=telemetry
-        )
+        otel_agents.tap(writers_room(max_messages=3, runtime=runtime).run_stream(task="go"), telemetry=telemetry)
     )
     await runtime.stop_when_idle()
     telemetry.force_flush()

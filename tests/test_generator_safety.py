@@ -120,9 +120,7 @@ async def test_an_exception_inside_an_agent_reaches_the_caller_and_marks_the_run
     assert root.attributes["otel_agents.stop_kind"] == "error"
     assert root.attributes["error.type"] == "RuntimeError"
     assert root.status.status_code is StatusCode.ERROR
-    assert [e.attributes for e in root.events if e.name == "exception"] == [
-        {"exception.type": "RuntimeError"}
-    ]
+    assert [e.attributes for e in root.events if e.name == "exception"] == [{"exception.type": "RuntimeError"}]
     assert not open_spans.open
 
 
@@ -173,9 +171,7 @@ def chatty_team(server: OpenAIServer) -> RoundRobinGroupChat:
     server.script = [Reply(text="a draft", delay_s=0.1)]
     writer = AssistantAgent("writer", model_client=openai_client(server))
     critic = AssistantAgent("critic", model_client=openai_client(server))
-    return RoundRobinGroupChat(
-        [writer, critic], termination_condition=MaxMessageTermination(6), name="chatty"
-    )
+    return RoundRobinGroupChat([writer, critic], termination_condition=MaxMessageTermination(6), name="chatty")
 
 
 async def test_run_stream_cancels_the_team_when_the_consumer_leaves(

@@ -31,9 +31,7 @@ async def test_plain_calls(capture: Capture, openai_server: OpenAIServer) -> Non
     ]
     writer = AssistantAgent("writer", model_client=openai_client(openai_server))
     critic = AssistantAgent("critic", model_client=openai_client(openai_server))
-    team = RoundRobinGroupChat(
-        [writer, critic], termination_condition=MaxMessageTermination(4), name="http-room"
-    )
+    team = RoundRobinGroupChat([writer, critic], termination_condition=MaxMessageTermination(4), name="http-room")
     await drain(otel_agents.tap(team.run_stream(task="write about tracing")))
 
     tree = one_trace(capture.spans())

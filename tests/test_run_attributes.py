@@ -44,9 +44,7 @@ async def test_run_span_attributes(capture: Capture) -> None:
     assert attributes["otel_agents.message_count"] == 5
     usages = [m.models_usage for m in result.messages if m.models_usage is not None]
     assert attributes["gen_ai.usage.input_tokens"] == sum(u.prompt_tokens for u in usages) == 2 * 20 + 2 * 30
-    assert (
-        attributes["gen_ai.usage.output_tokens"] == sum(u.completion_tokens for u in usages) == 2 * 2 + 2 * 4
-    )
+    assert attributes["gen_ai.usage.output_tokens"] == sum(u.completion_tokens for u in usages) == 2 * 2 + 2 * 4
 
 
 async def test_each_run_has_its_own_run_id(capture: Capture) -> None:
@@ -114,9 +112,7 @@ def _external() -> TerminationCondition:
 )
 async def test_stop_kind_of_autogen_conditions(capture: Capture, termination: Any, kind: str) -> None:
     items = await drain(
-        otel_agents.tap(
-            writers_room(termination=termination() | MaxMessageTermination(10)).run_stream(task="go")
-        )
+        otel_agents.tap(writers_room(termination=termination() | MaxMessageTermination(10)).run_stream(task="go"))
     )
 
     root = one_trace(capture.spans()).root

@@ -69,9 +69,7 @@ async def test_twenty_concurrent_runs_on_one_shared_runtime(capture: Capture) ->
     runtime.start()  # outside any span, shared by every run
     try:
         teams = [writers_room(max_messages=3 + i % 3, runtime=runtime, name=f"team-{i}") for i in range(20)]
-        await asyncio.gather(
-            *(drain(otel_agents.tap(t.run_stream(task=f"task {i}"))) for i, t in enumerate(teams))
-        )
+        await asyncio.gather(*(drain(otel_agents.tap(t.run_stream(task=f"task {i}"))) for i, t in enumerate(teams)))
     finally:
         await runtime.stop_when_idle()
 
@@ -99,9 +97,7 @@ async def test_runtime_spans_nested_are_under_the_turn_that_caused_them(nested_c
     assert runtime_spans
     for span in runtime_spans:
         parent = tree.parent(span)
-        assert parent is not None and (parent is tree.root or parent.name.startswith("invoke_agent ")), (
-            span.name
-        )
+        assert parent is not None and (parent is tree.root or parent.name.startswith("invoke_agent ")), span.name
         assert not UUID.search(span.name), f"per-team uuid left in {span.name!r}"
         assert "message" not in (span.attributes or {}), "AutoGen's message JSON must not leave the process"
     names = {s.name for s in runtime_spans}
@@ -116,9 +112,7 @@ async def test_shared_runtime_started_inside_another_run_does_not_mix_runs(captu
     stream = otel_agents.tap(first.run_stream(task="one"))
     runtime.start()  # started while no run is active, but reused by both runs below
     await drain(stream)
-    await drain(
-        otel_agents.tap(writers_room(max_messages=3, runtime=runtime, name="second").run_stream(task="two"))
-    )
+    await drain(otel_agents.tap(writers_room(max_messages=3, runtime=runtime, name="second").run_stream(task="two")))
     await runtime.stop_when_idle()
 
     by_trace = traces(capture.spans())
@@ -202,9 +196,7 @@ async def test_swarm_with_a_handoff(capture: Capture) -> None:
 async def test_nested_team_gets_a_span_of_its_own(capture: Capture) -> None:
     inner = writers_room(max_messages=3, name="drafting")
     editor = AssistantAgent("editor", model_client=replay(text("edited"), text("edited again")))
-    outer = RoundRobinGroupChat(
-        [inner, editor], termination_condition=MaxMessageTermination(4), name="publishing"
-    )
+    outer = RoundRobinGroupChat([inner, editor], termination_condition=MaxMessageTermination(4), name="publishing")
     items = await drain(otel_agents.tap(outer.run_stream(task="a story")))
 
     tree = one_trace(capture.spans())

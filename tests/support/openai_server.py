@@ -44,9 +44,7 @@ class OpenAIServer:
         self._next = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="openai-test-server", daemon=True
-        )
+        self._thread = threading.Thread(target=self._server.serve_forever, name="openai-test-server", daemon=True)
 
     @property
     def base_url(self) -> str:
@@ -105,9 +103,7 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             if reply.delay_s:
                 time.sleep(reply.delay_s)
             if reply.status != 200:
-                self._send_json(
-                    reply.status, {"error": {"message": f"scripted {reply.status}", "type": "server"}}
-                )
+                self._send_json(reply.status, {"error": {"message": f"scripted {reply.status}", "type": "server"}})
                 return
             prompt, completion = server.usage_for(body, reply)
             stream = bool(body.get("stream"))

@@ -1,0 +1,127 @@
+"""`otel-agents demo`: an offline writers' room, traced into the embedded store.
+
+Scripted model replies (no network, no API key) that report a priced model name and token usage;
+the writer calls one tool. The run streams live like AutoGen's Console, with a status line of
+messages, tokens and cost so far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+DEMO_MODEL = "gpt-4o-mini-2024-07-18"
+CALL_SECONDS = 0.25
+
+
+def _scripted_client(replies: Sequence[Any]) -> Any:
+    from autogen_core.models import ModelInfo
+    from autogen_ext.models.replay import ReplayChatCompletionClient
+
+    class ScriptedChatCompletionClient(ReplayChatCompletionClient):
+        """Replays scripted results, taking a moment as a real call would, and reports a model name."""
+
+        model = DEMO_MODEL
+
+        async def create(self, *args: Any, **kwargs: Any) -> Any:
+            await asyncio.sleep(CALL_SECONDS)
+            return await super().create(*args, **kwargs)
+
+    info: ModelInfo = {
+        "vision": False,
+        "function_calling": True,
+        "json_output": False,
+        "family": "gpt-4o",
+        "structured_output": False,
+    }
+    return ScriptedChatCompletionClient(list(replies), model_info=info)
+
+
+def _result(content: Any, prompt_tokens: int, completion_tokens: int) -> Any:
+    from autogen_core.models import CreateResult, RequestUsage
+
+    return CreateResult(
+        finish_reason="function_calls" if isinstance(content, list) else "stop",
+        content=content,
+        usage=RequestUsage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
+        cached=False,
+    )
+
+
+def build_team() -> Any:
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
+    from autogen_agentchat.teams import RoundRobinGroupChat
+    from autogen_core import FunctionCall
+
+    async def web_search(query: str) -> str:
+        """Search the web (offline: canned results)."""
+        return f"3 results for {query!r}: OpenTelemetry traces, AutoGen teams, cost per run"
+
+    writer_replies = [
+        _result(
+            [FunctionCall(id="call-1", name="web_search", arguments='{"query": "tracing agent teams"}')],
+            412,
+            18,
+        ),
+        _result("Tracing agent teams: one run, one trace. Every turn, tool call and token in one tree.", 655, 36),
+        _result("Tracing agent teams: one run, one trace, priced per call. Loops are caught early.", 921, 31),
+    ]
+    critic_replies = [
+        _result("Good start. Say what it costs and what happens when a team loops.", 702, 24),
+        _result("APPROVE", 980, 3),
+    ]
+    writer = AssistantAgent(
+        "writer",
+        model_client=_scripted_client(writer_replies),
+        tools=[web_search],
+        system_message="You write short blurbs.",
+    )
+    critic = AssistantAgent("critic", model_client=_scripted_client(critic_replies), system_message="You review.")
+    return RoundRobinGroupChat(
+        [writer, critic],
+        termination_condition=TextMentionTermination("APPROVE") | MaxMessageTermination(12),
+        name="writers-room",
+    )
+
+
+def _content(item: Any) -> str:
+    to_text = getattr(item, "to_text", None)
+    return str(to_text()) if callable(to_text) else str(getattr(item, "content", item))
+
+
+async def run_demo(out: TextIO = sys.stdout) -> str:
+    """Run the demo team; print it live; return the run id."""
+    from .._follow import follow
+    from .._tap import start_run
+    from .._telemetry import current
+
+    # the replay client warns about its own token counting on every call; not the demo's point
+    logging.getLogger("autogen_ext.models.replay").setLevel(logging.ERROR)
+    telemetry = current(None)
+    team = build_team()
+    workflow = start_run(telemetry, team.name)
+    messages = tokens_in = tokens_out = 0
+    cost = 0.0
+    result: Any = None
+    task = "Write a two-line blurb about tracing agent teams."
+    async for item in follow(team.run_stream(task=task), workflow):
+        if type(item).__name__ == "TaskResult":
+            result = item
+            continue
+        messages += 1
+        usage = getattr(item, "models_usage", None)
+        if usage is not None:
+            tokens_in += usage.prompt_tokens
+            tokens_out += usage.completion_tokens
+            cost += telemetry.prices.cost(DEMO_MODEL, usage.prompt_tokens, usage.completion_tokens) or 0.0
+        print(f"---------- {type(item).__name__} ({item.source}) ----------", file=out)
+        print(_content(item), file=out)
+        print(f"[{messages} messages · {tokens_in:,} in / {tokens_out:,} out tokens · ${cost:.6f}]", file=out)
+    out.flush()
+    stop = result.stop_reason if result is not None else None
+    print(f"---------- stopped: {stop} ----------", file=out)
+    return workflow.run_id if workflow is not None and workflow.run_id else ""
