@@ -331,9 +331,9 @@ def resolve_settings(
     if not span_exporter_given:
         chosen = traces_env if traces_env is not None else (("otlp",) if traces.endpoint else ())
         traces_exporters = [e for e in chosen if e != "none"]
-    if store_dir is not None and traces_env != ("none",):
-        if store_explicit or (not span_exporter_given and not traces_exporters):
-            traces_exporters.append("store")
+    wanted = store_explicit or (not span_exporter_given and not traces_exporters)
+    if store_dir is not None and traces_env != ("none",) and wanted:
+        traces_exporters.append("store")
     else:
         store_dir = None
     if metrics_env is not None:

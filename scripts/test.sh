@@ -1,20 +1,30 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh clone: creates .venv, installs what the tests need, runs
-# lint, the type check and pytest. Extra arguments go to pytest.
+# The whole test suite, from a fresh clone: creates .venv, installs what the tests need (Arize
+# Phoenix in its own .venv-phoenix), runs lint, the type check and pytest. The tests start and stop
+# their servers themselves, on 127.0.0.1. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/_venv.sh '[test]'
 
-PYTHON=${PYTHON:-python3}
-if ! "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null; then
+# Debian packages the tests run for real: docker-compose (validates deploy/ without an engine).
+missing=()
+command -v docker-compose >/dev/null || missing+=(docker-compose)
+if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
-    echo "python3-venv is missing: run 'sudo apt-get install python3-venv' and try again" >&2
+    echo "missing Debian packages: sudo apt-get install ${missing[*]}" >&2
     exit 1
   fi
 fi
-[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+
+PHOENIX_VERSION=20.26.1
+if ! .venv-phoenix/bin/python -c "import phoenix, sys; sys.exit(phoenix.__version__ != '$PHOENIX_VERSION')" 2>/dev/null; then
+  rm -rf .venv-phoenix
+  "$PYTHON" -m venv .venv-phoenix
+  .venv-phoenix/bin/python -m pip install -q --disable-pip-version-check "arize-phoenix==$PHOENIX_VERSION"
+fi
+export OTEL_AGENTS_TEST_PHOENIX="$PWD/.venv-phoenix/bin/phoenix"
 
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -8,6 +9,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import otel_agents
 from tests.support.openai_server import OpenAIServer
+from tests.support.phoenix import Phoenix, start_phoenix, stop_phoenix
 
 
 class Capture:
@@ -57,3 +59,15 @@ def private_data_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
         "OTEL_EXPORTER_OTLP_ENDPOINT",
     ):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
+    executable = os.environ.get("OTEL_AGENTS_TEST_PHOENIX")
+    if not executable:
+        if os.environ.get("CI"):
+            pytest.fail("OTEL_AGENTS_TEST_PHOENIX is not set: run the suite with scripts/test.sh")
+        pytest.skip("Phoenix not installed: scripts/test.sh installs and names it")
+    server = start_phoenix(executable, tmp_path_factory.mktemp("phoenix"))
+    yield server
+    stop_phoenix(server)

@@ -22,6 +22,7 @@ class Reply:
     tool_call: tuple[str, dict[str, Any]] | None = None  # (function name, arguments)
     delay_s: float = 0.0
     status: int = 200
+    cached_tokens: int | None = None
 
 
 @dataclass
@@ -109,11 +110,13 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             stream = bool(body.get("stream"))
             with server._lock:
                 server.billed.append(Billed(prompt, completion, server.model, stream))
-            usage = {
+            usage: dict[str, Any] = {
                 "prompt_tokens": prompt,
                 "completion_tokens": completion,
                 "total_tokens": prompt + completion,
             }
+            if reply.cached_tokens is not None:
+                usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
             if stream:
                 include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
                 self._send_stream(reply, usage if include_usage else None)
@@ -128,7 +131,7 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _send_stream(self, reply: Reply, usage: dict[str, int] | None) -> None:
+        def _send_stream(self, reply: Reply, usage: dict[str, Any] | None) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
@@ -155,7 +158,7 @@ def _message(reply: Reply) -> tuple[dict[str, Any], str]:
     return {"role": "assistant", "content": reply.text}, "stop"
 
 
-def _completion(model: str, reply: Reply, usage: dict[str, int]) -> dict[str, Any]:
+def _completion(model: str, reply: Reply, usage: dict[str, Any]) -> dict[str, Any]:
     message, finish = _message(reply)
     return {
         "id": "chatcmpl-test",
@@ -167,7 +170,7 @@ def _completion(model: str, reply: Reply, usage: dict[str, int]) -> dict[str, An
     }
 
 
-def _chunks(model: str, reply: Reply, usage: dict[str, int] | None) -> Iterator[dict[str, Any]]:
+def _chunks(model: str, reply: Reply, usage: dict[str, Any] | None) -> Iterator[dict[str, Any]]:
     base = {
         "id": "chatcmpl-test",
         "object": "chat.completion.chunk",

@@ -1,0 +1,96 @@
+"""Arize Phoenix, a real OTLP backend, started on 127.0.0.1 for the session's tests.
+
+The test command installs Phoenix into its own environment and names its `phoenix` executable in
+OTEL_AGENTS_TEST_PHOENIX. Phoenix's gRPC port listens on all interfaces (its one exception to
+binding 127.0.0.1), so it gets an unusual port.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Phoenix:
+    http_port: int
+    grpc_port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def http_endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def grpc_endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.grpc_port}"
+
+    def spans(self, project: str, trace_id: str) -> list[dict[str, Any]]:
+        url = f"{self.http_endpoint}/v1/projects/{project}/spans?trace_id={trace_id}&limit=1000"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                return list(json.load(response)["data"])
+        except urllib.error.HTTPError as error:
+            if error.code == 404:  # the project does not exist yet
+                return []
+            raise
+
+    def wait_for_spans(self, project: str, trace_id: str, count: int, deadline_s: float = 30) -> list[dict[str, Any]]:
+        """Poll until `count` spans of the trace arrived (or the deadline passed)."""
+        deadline = time.monotonic() + deadline_s
+        spans = self.spans(project, trace_id)
+        while len(spans) < count and time.monotonic() < deadline:
+            time.sleep(0.25)
+            spans = self.spans(project, trace_id)
+        return spans
+
+
+def start_phoenix(executable: str, working_dir: Path, *, ready_within_s: float = 120) -> Phoenix:
+    http_port, grpc_port = free_port(), free_port()
+    env = dict(
+        os.environ,
+        PHOENIX_WORKING_DIR=str(working_dir),
+        PHOENIX_HOST="127.0.0.1",
+        PHOENIX_PORT=str(http_port),
+        PHOENIX_GRPC_PORT=str(grpc_port),
+        PHOENIX_TELEMETRY_ENABLED="false",
+    )
+    log = open(working_dir / "phoenix.log", "wb")
+    process = subprocess.Popen([executable, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    phoenix = Phoenix(http_port, grpc_port, process)
+    deadline = time.monotonic() + ready_within_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"phoenix exited with {process.returncode}; see {working_dir / 'phoenix.log'}")
+        try:
+            with urllib.request.urlopen(f"{phoenix.http_endpoint}/healthz", timeout=2) as response:
+                if response.status == 200:
+                    return phoenix
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.5)
+    stop_phoenix(phoenix)
+    raise RuntimeError(f"phoenix was not ready within {ready_within_s} s")
+
+
+def stop_phoenix(phoenix: Phoenix) -> None:
+    phoenix.process.terminate()
+    try:
+        phoenix.process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        phoenix.process.kill()
+        phoenix.process.wait(timeout=5)

@@ -1,0 +1,76 @@
+"""deploy/: the compose stack validates, and every Collector pipeline uses only what it defines."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.deploy import DEPLOY, collector_configs, load, pipeline_problems
+
+COMPOSE_FILES = sorted(DEPLOY.glob("**/docker-compose*.yml"))
+
+
+@pytest.fixture(scope="module")
+def docker_compose() -> str:
+    found = shutil.which("docker-compose")
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("docker-compose is not installed: scripts/test.sh installs Debian's package")
+        pytest.skip("docker-compose (Debian's package) is not installed")
+    return found
+
+
+def test_there_is_a_compose_stack() -> None:
+    assert DEPLOY / "docker-compose.yml" in COMPOSE_FILES
+
+
+@pytest.mark.parametrize("compose_file", COMPOSE_FILES, ids=lambda p: str(p.relative_to(DEPLOY)))
+def test_compose_file_validates(docker_compose: str, compose_file: Path) -> None:
+    done = subprocess.run(
+        [docker_compose, "-f", str(compose_file), "config", "-q"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("compose_file", COMPOSE_FILES, ids=lambda p: str(p.relative_to(DEPLOY)))
+def test_compose_mounts_files_that_exist(compose_file: Path) -> None:
+    for name, service in load(compose_file)["services"].items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("."):
+                assert (compose_file.parent / source).exists(), f"{name} mounts missing {source}"
+
+
+def test_the_stack_has_a_collector_in_front_of_jaeger_v2() -> None:
+    services = load(DEPLOY / "docker-compose.yml")["services"]
+    assert services["otel-collector"]["image"].startswith("otel/opentelemetry-collector-contrib:")
+    assert services["jaeger"]["image"].startswith("jaegertracing/jaeger:2.")
+    assert "16686:16686" in services["jaeger"]["ports"]
+    assert {"4317:4317", "4318:4318"} <= set(services["otel-collector"]["ports"])
+    collector = load(DEPLOY / "otel-collector" / "config.yaml")
+    assert collector["exporters"]["otlp/jaeger"]["endpoint"] == "jaeger:4317"
+
+
+@pytest.mark.parametrize("config", collector_configs(), ids=lambda p: str(p.relative_to(DEPLOY)))
+def test_every_pipeline_names_only_defined_components(config: Path) -> None:
+    assert pipeline_problems(load(config)) == []
+
+
+def test_the_pipeline_check_finds_undefined_components() -> None:
+    broken = {
+        "receivers": {"otlp": {}},
+        "exporters": {"debug": {}},
+        "service": {
+            "extensions": ["health_check"],
+            "pipelines": {"traces": {"receivers": ["otlp", "jaeger"], "processors": ["batch"], "exporters": ["debug"]}},
+        },
+    }
+    assert pipeline_problems(broken) == [
+        "service.extensions: health_check is not defined",
+        "pipeline traces: receiver jaeger is not defined",
+        "pipeline traces: processor batch is not defined",
+    ]

@@ -1,0 +1,355 @@
+"""A chat span per model call; tokens counted once; cost from offline prices."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
+from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+import otel_agents
+from otel_agents._config import ConfigError
+from otel_agents._prices import BUILT_IN, PriceTable, base_names, load_prices
+from tests.conftest import Capture
+from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.spans import Tree, one_trace, traces
+from tests.support.teams import openai_client, replay, text
+
+MINI = BUILT_IN["gpt-4o-mini"]
+
+
+async def drain(stream: Any) -> list[Any]:
+    return [item async for item in stream]
+
+
+def billed(server: OpenAIServer) -> tuple[int, int]:
+    return sum(b.prompt_tokens for b in server.billed), sum(b.completion_tokens for b in server.billed)
+
+
+def chat_totals(tree: Tree) -> tuple[int, int]:
+    calls = tree.named("chat")
+    return (
+        sum(c.attributes["gen_ai.usage.input_tokens"] for c in calls),
+        sum(c.attributes["gen_ai.usage.output_tokens"] for c in calls),
+    )
+
+
+def run_totals(tree: Tree) -> tuple[int, int]:
+    return tree.root.attributes["gen_ai.usage.input_tokens"], tree.root.attributes["gen_ai.usage.output_tokens"]
+
+
+def two_agents(server: OpenAIServer, **client_kwargs: Any) -> RoundRobinGroupChat:
+    writer = AssistantAgent("writer", model_client=openai_client(server, **client_kwargs))
+    critic = AssistantAgent("critic", model_client=openai_client(server, **client_kwargs))
+    return RoundRobinGroupChat([writer, critic], termination_condition=MaxMessageTermination(4), name="pair")
+
+
+async def test_a_plain_call_gets_a_chat_span_under_its_agents_turn(
+    capture: Capture, openai_server: OpenAIServer
+) -> None:
+    openai_server.script = [Reply(text="first draft"), Reply(text="needs work"), Reply(text="second draft")]
+    await drain(otel_agents.tap(two_agents(openai_server).run_stream(task="write")))
+
+    tree = one_trace(capture.spans())
+    calls = tree.named("chat")
+    assert [c.name for c in calls] == ["chat gpt-4o-mini"] * 3
+    for call, agent in zip(calls, ["writer", "critic", "writer"], strict=True):
+        turn = tree.parent(call)
+        assert turn is not None and turn.name == f"invoke_agent {agent}"
+        assert tree.parent(turn) is tree.root
+        attributes = call.attributes
+        assert attributes["gen_ai.operation.name"] == "chat"
+        assert attributes["gen_ai.provider.name"] == "openai"
+        assert attributes["gen_ai.request.model"] == "gpt-4o-mini"
+        assert attributes["gen_ai.response.model"] == "gpt-4o-mini-2024-07-18"
+        assert attributes["gen_ai.agent.name"] == agent
+        assert attributes["gen_ai.response.finish_reasons"] == ("stop",)
+        expected = MINI.cost(attributes["gen_ai.usage.input_tokens"], attributes["gen_ai.usage.output_tokens"])
+        assert attributes["otel_agents.cost.usd"] == pytest.approx(expected)
+        assert call.status.status_code is StatusCode.UNSET
+        assert call.end_time - call.start_time > 0
+    assert run_totals(tree) == chat_totals(tree) == billed(openai_server)
+    assert tree.root.attributes["otel_agents.cost.usd"] == pytest.approx(
+        sum(c.attributes["otel_agents.cost.usd"] for c in calls)
+    )
+    writer_message = tree.named("message writer")[0]
+    assert writer_message.attributes["otel_agents.cost.usd"] == pytest.approx(
+        calls[0].attributes["otel_agents.cost.usd"]
+    )
+
+
+async def test_a_streamed_call_with_usage_in_the_last_chunk(capture: Capture, openai_server: OpenAIServer) -> None:
+    openai_server.script = [Reply(text="words one by one")]
+    talker = AssistantAgent(
+        "talker",
+        model_client=openai_client(openai_server, stream_options={"include_usage": True}),
+        model_client_stream=True,
+    )
+    team = RoundRobinGroupChat([talker], termination_condition=MaxMessageTermination(2), name="streaming")
+    await drain(otel_agents.tap(team.run_stream(task="stream")))
+
+    tree = one_trace(capture.spans())
+    (call,) = tree.named("chat")
+    assert openai_server.requests[0]["stream"] is True
+    assert tree.parent(call) is tree.one("invoke_agent talker")
+    assert (call.attributes["gen_ai.usage.input_tokens"], call.attributes["gen_ai.usage.output_tokens"]) == billed(
+        openai_server
+    )
+    assert call.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    assert run_totals(tree) == billed(openai_server)
+
+
+async def test_a_tool_call_loop_makes_two_calls_in_one_turn(capture: Capture, openai_server: OpenAIServer) -> None:
+    async def lookup(city: str) -> str:
+        """Look a city up."""
+        return f"{city}: 12 degrees"
+
+    openai_server.script = [Reply(tool_call=("lookup", {"city": "Oslo"})), Reply(text="12 degrees in Oslo")]
+    agent = AssistantAgent(
+        "assistant", model_client=openai_client(openai_server), tools=[lookup], reflect_on_tool_use=True
+    )
+    team = RoundRobinGroupChat([agent], termination_condition=MaxMessageTermination(2), name="weather")
+    await drain(otel_agents.tap(team.run_stream(task="weather?")))
+
+    tree = one_trace(capture.spans())
+    turn = tree.one("invoke_agent assistant")
+    assert [c.name for c in tree.children(turn)] == ["chat gpt-4o-mini", "execute_tool lookup", "chat gpt-4o-mini"]
+    first, second = tree.named("chat")
+    assert first.attributes["gen_ai.response.finish_reasons"] == ("function_calls",)
+    assert second.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    assert run_totals(tree) == chat_totals(tree) == billed(openai_server)
+
+
+async def test_speaker_selection_calls_go_under_the_run_and_are_counted(
+    capture: Capture, openai_server: OpenAIServer
+) -> None:
+    openai_server.script = [
+        Reply(text="writer"),  # selector
+        Reply(text="a draft"),  # writer
+        Reply(text="critic"),  # selector
+        Reply(text="APPROVE"),  # critic
+    ]
+    writer = AssistantAgent("writer", model_client=openai_client(openai_server), description="writes")
+    critic = AssistantAgent("critic", model_client=openai_client(openai_server), description="reviews")
+    team = SelectorGroupChat(
+        [writer, critic],
+        model_client=openai_client(openai_server),
+        termination_condition=TextMentionTermination("APPROVE"),
+        allow_repeated_speaker=True,  # so the selector asks the model every turn
+        name="selected",
+    )
+    await drain(otel_agents.tap(team.run_stream(task="write")))
+
+    tree = one_trace(capture.spans())
+    calls = tree.named("chat")
+    assert len(calls) == openai_server.request_count == 4
+    selections = [c for c in calls if tree.parent(c) is tree.root]
+    assert len(selections) == 2
+    assert all("gen_ai.agent.name" not in c.attributes for c in selections)
+    by_agent = {c.attributes.get("gen_ai.agent.name") for c in calls if tree.parent(c) is not tree.root}
+    assert by_agent == {"writer", "critic"}
+    assert run_totals(tree) == chat_totals(tree) == billed(openai_server)
+    message_tokens = sum(m.attributes.get("gen_ai.usage.input_tokens", 0) for m in tree.named("message "))
+    assert message_tokens < run_totals(tree)[0], "messages do not carry the selector's tokens; the run does"
+
+
+@pytest.mark.parametrize(("status", "error_type"), [(500, "InternalServerError"), (429, "RateLimitError")])
+async def test_a_failing_call_is_an_error_span_and_the_run_fails_as_autogen_makes_it(
+    capture: Capture, openai_server: OpenAIServer, status: int, error_type: str
+) -> None:
+    openai_server.script = [Reply(status=status)]
+    untraced_error: BaseException | None = None
+    try:
+        await drain(two_agents(openai_server).run_stream(task="write"))
+    except Exception as error:
+        untraced_error = error
+    assert untraced_error is not None
+
+    with pytest.raises(type(untraced_error)) as raised:
+        await drain(otel_agents.tap(two_agents(openai_server).run_stream(task="write")))
+    assert str(raised.value).splitlines()[0] == str(untraced_error).splitlines()[0]
+
+    (tree,) = [t for t in traces(capture.spans()).values() if t.root.name == "invoke_workflow pair"]
+    (call,) = tree.named("chat")
+    assert call.status.status_code is StatusCode.ERROR
+    assert call.attributes["error.type"] == error_type
+    assert "gen_ai.usage.input_tokens" not in call.attributes and "otel_agents.cost.usd" not in call.attributes
+    assert tree.root.attributes["otel_agents.stop_kind"] == "error"
+
+
+async def test_cached_input_tokens_are_read_and_priced(capture: Capture, openai_server: OpenAIServer) -> None:
+    openai_server.script = [Reply(text="cached answer", cached_tokens=10)]
+    agent = AssistantAgent("solo", model_client=openai_client(openai_server))
+    await drain(otel_agents.tap(agent.run_stream(task="hello")))
+
+    (call,) = one_trace(capture.spans()).named("chat")
+    attributes = call.attributes
+    assert attributes["gen_ai.usage.cache_read.input_tokens"] == 10
+    expected = MINI.cost(attributes["gen_ai.usage.input_tokens"], attributes["gen_ai.usage.output_tokens"], 10)
+    assert attributes["otel_agents.cost.usd"] == pytest.approx(expected)
+    assert expected < MINI.cost(attributes["gen_ai.usage.input_tokens"], attributes["gen_ai.usage.output_tokens"])
+
+
+async def test_a_client_reporting_no_model_gives_a_plain_chat_span(capture: Capture) -> None:
+    agent = AssistantAgent("solo", model_client=replay(text("hi", 11, 2)))
+    await drain(otel_agents.tap(agent.run_stream(task="hello")))
+
+    tree = one_trace(capture.spans())
+    (call,) = tree.named("chat")
+    assert call.name == "chat"
+    assert "gen_ai.request.model" not in call.attributes and "otel_agents.cost.usd" not in call.attributes
+    assert call.attributes["gen_ai.provider.name"] == "autogen.replay"
+    assert tree.parent(call) is tree.one("invoke_agent solo")
+    assert "otel_agents.cost.usd" not in tree.root.attributes, "an unpriced call: no made-up total"
+    assert run_totals(tree) == (11, 2)
+
+
+async def test_unpriced_models_warn_once_and_count_their_tokens(
+    openai_server: OpenAIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    reader = InMemoryMetricReader()
+    exporter = InMemorySpanExporter()
+    openai_server.model = "house-model-v1"
+    openai_server.script = [Reply(text="one"), Reply(text="two")]
+    with otel_agents.configure(span_exporter=exporter, metric_readers=[reader]) as telemetry:
+        agent = AssistantAgent("solo", model_client=openai_client(openai_server, model_info=_info()))
+        await drain(otel_agents.tap(agent.run_stream(task="a")))
+        await drain(otel_agents.tap(agent.run_stream(task="b")))
+        telemetry.force_flush()
+        points = _points(reader, "otel_agents.tokens.unpriced")
+
+    calls = [s for s in exporter.get_finished_spans() if s.name.startswith("chat")]
+    assert len(calls) == 2 and all("otel_agents.cost.usd" not in c.attributes for c in calls)
+    assert sum(points.values()) == sum(b.prompt_tokens + b.completion_tokens for b in openai_server.billed)
+    assert set(points) == {(("gen_ai.request.model", "house-model-v1"),)}, "priced by the model that answered"
+    warnings = [r for r in caplog.records if "no price for model 'house-model-v1'" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+def _info() -> Any:
+    return {
+        "vision": False,
+        "function_calling": True,
+        "json_output": False,
+        "family": "unknown",
+        "structured_output": False,
+    }
+
+
+def _points(reader: InMemoryMetricReader, name: str) -> dict[tuple[tuple[str, Any], ...], float]:
+    data = reader.get_metrics_data()
+    found: dict[tuple[tuple[str, Any], ...], float] = {}
+    for rm in data.resource_metrics if data else []:
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                if metric.name == name:
+                    for point in metric.data.data_points:
+                        found[tuple(sorted(point.attributes.items()))] = point.value
+    return found
+
+
+def test_dated_versions_fall_back_to_their_base_name() -> None:
+    assert base_names("gpt-4o-mini-2024-07-18")[-1] == "gpt-4o-mini"
+    assert base_names("claude-3-5-sonnet-20241022")[-1] == "claude-3-5-sonnet"
+    assert base_names("openai/gpt-4o")[-1] == "gpt-4o"
+    table = PriceTable()
+    assert table.price("gpt-4o-mini-2024-07-18") == BUILT_IN["gpt-4o-mini"]
+    assert table.price("claude-3-5-haiku-latest") == BUILT_IN["claude-3-5-haiku"]
+    assert table.price("gpt-4o-2024-08-06") == BUILT_IN["gpt-4o"]
+    assert table.price("no-such-model") is None
+    assert table.cost("no-such-model", 10, 10) is None
+    assert table.cost("gpt-4o-mini", 1_000_000, 1_000_000) == pytest.approx(0.15 + 0.60)
+
+
+def test_a_price_file_overrides_built_in_prices(tmp_path: Path) -> None:
+    json_file = tmp_path / "prices.json"
+    json_file.write_text(json.dumps({"gpt-4o-mini": {"input": 1, "output": 2}, "house": {"input": 3, "output": 4}}))
+    table = load_prices(json_file, environ={})
+    assert table.cost("gpt-4o-mini-2024-07-18", 1_000_000, 0) == pytest.approx(1.0)
+    assert table.cost("house", 0, 1_000_000) == pytest.approx(4.0)
+    assert table.cost("gpt-4o", 1_000_000, 0) == pytest.approx(2.5), "the rest of the built-in table stays"
+    toml_file = tmp_path / "prices.toml"
+    toml_file.write_text("[house]\ninput = 5\noutput = 6\ncached_input = 1\n")
+    assert load_prices(None, environ={"OTEL_AGENTS_PRICES": str(toml_file)}).cost("house", 2_000_000, 0, 1_000_000) == (
+        pytest.approx(6.0)
+    )
+    assert load_prices({"house": {"input": 7, "output": 8}}, environ={}).cost("house", 1_000_000, 0) == pytest.approx(7)
+
+
+async def test_prices_argument_reaches_the_chat_spans(tmp_path: Path, openai_server: OpenAIServer) -> None:
+    exporter = InMemorySpanExporter()
+    openai_server.script = [Reply(text="priced")]
+    with otel_agents.configure(
+        span_exporter=exporter, prices={"gpt-4o-mini": {"input": 1000, "output": 0}}
+    ) as telemetry:
+        agent = AssistantAgent("solo", model_client=openai_client(openai_server))
+        await drain(otel_agents.tap(agent.run_stream(task="a")))
+        telemetry.force_flush()
+    (call,) = [s for s in exporter.get_finished_spans() if s.name.startswith("chat")]
+    assert call.attributes["otel_agents.cost.usd"] == pytest.approx(call.attributes["gen_ai.usage.input_tokens"] / 1000)
+
+
+@pytest.mark.parametrize(
+    ("content", "suffix", "message"),
+    [
+        ('{"gpt-x": {"input": 1}}', ".json", "entry 'gpt-x': missing 'output'"),
+        ('{"gpt-x": {"input": -1, "output": 1}}', ".json", "entry 'gpt-x': input=-1 is not a price"),
+        ('{"gpt-x": {"input": "cheap", "output": 1}}', ".json", "entry 'gpt-x': input='cheap' is not a price"),
+        ('{"gpt-x": {"input": 1, "output": 1, "per": "token"}}', ".json", "entry 'gpt-x': unknown key(s) per"),
+        ('{"gpt-x": 3}', ".json", "entry 'gpt-x': expected a table"),
+        ("{not json", ".json", "is not valid JSON"),
+        ("[gpt-x\ninput = 1", ".toml", "is not valid TOML"),
+        ('["a", "b"]', ".json", "must map model names to prices"),
+    ],
+)
+def test_a_malformed_price_file_is_refused_naming_file_and_entry(
+    tmp_path: Path, content: str, suffix: str, message: str
+) -> None:
+    path = tmp_path / f"prices{suffix}"
+    path.write_text(content)
+    with pytest.raises(ConfigError) as raised:
+        otel_agents.configure(prices=path, set_global=False)
+    assert str(path) in str(raised.value) and message in str(raised.value)
+    with pytest.raises(ConfigError) as from_env:
+        load_prices(None, environ={"OTEL_AGENTS_PRICES": str(path)})
+    assert "OTEL_AGENTS_PRICES" in str(from_env.value) and message in str(from_env.value)
+
+
+def test_a_missing_price_file_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_prices(tmp_path / "nope.json", environ={})
+
+
+async def test_reading_llm_events_does_not_change_what_the_application_logs(
+    capture: Capture, openai_server: OpenAIServer
+) -> None:
+    seen: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record)
+
+    root = logging.getLogger()
+    handler = Keep(level=logging.NOTSET)
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    try:
+        openai_server.script = [Reply(text="quiet")]
+        agent = AssistantAgent("solo", model_client=openai_client(openai_server))
+        await drain(otel_agents.tap(agent.run_stream(task="a")))
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+
+    assert not [r for r in seen if r.name == "autogen_core.events"], "INFO events stay hidden at WARNING"
+    (call,) = one_trace(capture.spans()).named("chat")
+    assert call.attributes["gen_ai.response.model"] == "gpt-4o-mini-2024-07-18", "yet the event was read"
