@@ -5,12 +5,13 @@ Exporter packages are imported here, when `configure()` needs them, never at `im
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from ._config import ConfigError, Settings, Signal
 
 if TYPE_CHECKING:
-    from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader
+    from opentelemetry.sdk.metrics.export import MetricReader
     from opentelemetry.sdk.trace.export import SpanExporter
 
 _GRPC_MISSING = (
@@ -36,34 +37,24 @@ def span_exporters(settings: Settings) -> list[SpanExporter]:
     return exporters
 
 
+def _otlp_exporter(signal: Signal, kind: str) -> Any:
+    """The OTLP exporter class for `kind` ("trace" or "metric") and the signal's protocol."""
+    headers = dict(signal.headers) if signal.headers is not None else None
+    transport = "grpc" if signal.protocol == "grpc" else "http"
+    module_name = f"opentelemetry.exporter.otlp.proto.{transport}.{kind}_exporter"
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        if transport == "grpc":
+            raise ConfigError(_GRPC_MISSING) from None
+        raise
+    exporter_class = module.OTLPSpanExporter if kind == "trace" else module.OTLPMetricExporter
+    return exporter_class(endpoint=signal.endpoint, headers=headers)
+
+
 def otlp_span_exporter(signal: Signal) -> SpanExporter:
-    headers = dict(signal.headers) if signal.headers is not None else None
-    if signal.protocol == "grpc":
-        try:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-                OTLPSpanExporter as GrpcSpanExporter,
-            )
-        except ImportError:
-            raise ConfigError(_GRPC_MISSING) from None
-        return GrpcSpanExporter(endpoint=signal.endpoint, headers=headers)
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
-
-    return HttpSpanExporter(endpoint=signal.endpoint, headers=headers)
-
-
-def _otlp_metric_exporter(signal: Signal) -> MetricExporter:
-    headers = dict(signal.headers) if signal.headers is not None else None
-    if signal.protocol == "grpc":
-        try:
-            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
-                OTLPMetricExporter as GrpcExporter,
-            )
-        except ImportError:
-            raise ConfigError(_GRPC_MISSING) from None
-        return GrpcExporter(endpoint=signal.endpoint, headers=headers)
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpExporter
-
-    return HttpExporter(endpoint=signal.endpoint, headers=headers)
+    exporter: SpanExporter = _otlp_exporter(signal, "trace")
+    return exporter
 
 
 def metric_readers(settings: Settings) -> list[MetricReader]:
@@ -72,7 +63,7 @@ def metric_readers(settings: Settings) -> list[MetricReader]:
     readers: list[MetricReader] = []
     for name in settings.metrics_exporters:
         if name == "otlp":
-            readers.append(PeriodicExportingMetricReader(_otlp_metric_exporter(settings.metrics)))
+            readers.append(PeriodicExportingMetricReader(_otlp_exporter(settings.metrics, "metric")))
         elif name == "console":
             readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter()))
     return readers

@@ -24,9 +24,10 @@ from typing import Any, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind
 
 from . import _semconv as sc
+from ._errors import mark_error
 from ._follow import follow
 from ._parenting import REGISTRY, Node
 
@@ -145,10 +146,7 @@ class ModelCall:
                     cost_usd=cost,
                 )
         if self._error is not None:
-            error_type = type(self._error).__name__
-            span.set_attribute(sc.ERROR_TYPE, error_type)
-            span.add_event("exception", {"exception.type": error_type})
-            span.set_status(Status(StatusCode.ERROR, error_type))
+            mark_error(span, self._error)
         span.end()
 
     def on_event(self, payload: Mapping[str, Any]) -> None:

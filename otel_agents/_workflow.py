@@ -8,9 +8,10 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind
 
 from . import _semconv as sc
+from ._errors import mark_error
 from ._parenting import REGISTRY, Run
 from ._stop import CANCELLED, CONSUMER_CLOSED, StopKind, error_reason, stop_kind_of
 
@@ -135,11 +136,7 @@ class WorkflowSpan:
             attributes[sc.STOP_REASON] = self.stop_reason
         span.set_attributes(attributes)
         if self._error is not None:
-            error_type = type(self._error).__name__
-            span.set_attribute(sc.ERROR_TYPE, error_type)
-            # The type only: an exception's message may carry user content.
-            span.add_event("exception", {"exception.type": error_type})
-            span.set_status(Status(StatusCode.ERROR, error_type))
+            mark_error(span, self._error)
         span.end()
         if self.is_root:
             REGISTRY.end(self.run)

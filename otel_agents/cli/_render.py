@@ -51,7 +51,8 @@ def runs_table(runs: Sequence[StoredRun]) -> str:
     return "\n".join(lines)
 
 
-def _children(spans: Sequence[StoredSpan]) -> tuple[list[StoredSpan], dict[str, list[StoredSpan]]]:
+def tree_order(spans: Sequence[StoredSpan]) -> list[tuple[str, StoredSpan]]:
+    """Spans depth first, parents before children, siblings by start: (tree label, span)."""
     ids = {s.span_id for s in spans}
     roots: list[StoredSpan] = []
     children: dict[str, list[StoredSpan]] = {}
@@ -60,7 +61,17 @@ def _children(spans: Sequence[StoredSpan]) -> tuple[list[StoredSpan], dict[str, 
             children.setdefault(span.parent_span_id, []).append(span)
         else:
             roots.append(span)
-    return roots, children
+    rows: list[tuple[str, StoredSpan]] = []
+
+    def walk(span: StoredSpan, prefix: str, last: bool, top: bool) -> None:
+        rows.append((span.name if top else f"{prefix}{'└─ ' if last else '├─ '}{span.name}", span))
+        kids = children.get(span.span_id, [])
+        for i, child in enumerate(kids):
+            walk(child, prefix if top else prefix + ("   " if last else "│  "), i == len(kids) - 1, False)
+
+    for root in roots:
+        walk(root, "", True, True)
+    return rows
 
 
 def _bar(span: StoredSpan, start: int, total: int) -> str:
@@ -93,20 +104,9 @@ def _details(span: StoredSpan) -> str:
 
 def trace_tree(run: StoredRun, spans: Sequence[StoredSpan]) -> str:
     """The trace as a tree: name, waterfall bar, duration, then agent, tokens and cost per span."""
-    roots, children = _children(spans)
     start = min((s.start_ns for s in spans), default=run.started_ns)
     end = max((s.end_ns for s in spans), default=run.ended_ns)
-    rows: list[tuple[str, StoredSpan]] = []
-
-    def walk(span: StoredSpan, prefix: str, last: bool, top: bool) -> None:
-        label = span.name if top else f"{prefix}{'└─ ' if last else '├─ '}{span.name}"
-        rows.append((label, span))
-        kids = children.get(span.span_id, [])
-        for i, child in enumerate(kids):
-            walk(child, prefix if top else prefix + ("   " if last else "│  "), i == len(kids) - 1, False)
-
-    for root in roots:
-        walk(root, "", True, True)
+    rows = tree_order(spans)
     width = min(60, max((len(label) for label, _ in rows), default=10))
     head = (
         f"run {run.run_id}  trace {run.trace_id}\n"
@@ -135,6 +135,6 @@ def trace_json(run: StoredRun, spans: Sequence[StoredSpan]) -> dict[str, Any]:
                 "status": s.data.get("status", {}).get("code"),
                 "attributes": s.attributes,
             }
-            for s in sorted(spans, key=lambda s: s.start_ns)
+            for _, s in tree_order(spans)
         ],
     }

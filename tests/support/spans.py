@@ -31,7 +31,9 @@ class Tree:
         )
 
     def named(self, prefix: str) -> list[ReadableSpan]:
-        return sorted((s for s in self.spans if s.name.startswith(prefix)), key=lambda s: s.start_time or 0)
+        return sorted(
+            (s for s in self.spans if s.name.startswith(prefix)), key=lambda s: (s.start_time or 0, s.end_time or 0)
+        )
 
     def one(self, name: str) -> ReadableSpan:
         found = [s for s in self.spans if s.name == name]
