@@ -47,8 +47,9 @@ from ._usage import RunTotals
 
 logger = logging.getLogger(__name__)
 
-_ENDED_RUNS_KEPT: Final = 64
-"""Ended runs whose spans stay registered, so that late spans they cause are dropped, not orphaned."""
+_ENDED_SPANS_KEPT: Final = 200_000
+"""Span ids of ended runs remembered (about 8 MB at most), so that late spans they cause are
+dropped, not orphaned into a trace whose run span has ended."""
 
 _UUID: Final = re.compile(r"_?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _DESTINATION_KEY: Final = re.compile(r"\.\([^)]*\)-[AT]$")
@@ -90,7 +91,8 @@ class Registry:
 
     def __init__(self) -> None:
         self._nodes: dict[int, Node] = {}
-        self._ended: deque[Run] = deque()
+        self._ended_order: deque[frozenset[int]] = deque()
+        self._ended: set[int] = set()
         self._lock = threading.Lock()
 
     def add(self, span_context: SpanContext, node: Node) -> None:
@@ -135,15 +137,27 @@ class Registry:
         return context
 
     def end(self, run: Run) -> None:
+        """Forget the run's spans, remembering only their ids: late spans they cause are dropped."""
         run.ended = True
         with self._lock:
-            self._ended.append(run)
-            while len(self._ended) > _ENDED_RUNS_KEPT:
-                old = self._ended.popleft()
-                for span_id in old.span_ids:
-                    self._nodes.pop(span_id, None)
-                old.span_ids.clear()
-                old.stand_ins.clear()
+            ids = frozenset(run.span_ids)
+            for span_id in ids:
+                self._nodes.pop(span_id, None)
+            run.span_ids.clear()
+            run.stand_ins.clear()
+            self._ended.update(ids)
+            self._ended_order.append(ids)
+            while len(self._ended) > _ENDED_SPANS_KEPT and len(self._ended_order) > 1:
+                self._ended.difference_update(self._ended_order.popleft())
+
+    def of_ended_run(self, span_context: SpanContext | None, links: Sequence[Link] | None) -> SpanContext | None:
+        """The parent or linked span that belongs to a run that has ended, if any."""
+        if span_context is not None and span_context.is_valid and span_context.span_id in self._ended:
+            return span_context
+        for link in links or ():
+            if link.context.span_id in self._ended:
+                return link.context
+        return None
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -247,7 +261,10 @@ class RunAwareTracer(trace.Tracer):
 
         if cause is not None and not self._provider.accepts(cause.run):
             cause = None
-        if cause is None:  # not part of a run
+        if cause is None:  # not part of an active run
+            ended = REGISTRY.of_ended_run(parent, links)
+            if ended is not None:  # caused by a run that has ended: dropped, and so is what it causes
+                return NonRecordingSpan(ended)
             if role is Role.CREATE_AGENT or (role is Role.RUNTIME and self._provider.runtime_spans() == "off"):
                 return NonRecordingSpan(parent if parent.is_valid else trace.INVALID_SPAN_CONTEXT)
             if role is Role.RUNTIME:
@@ -257,7 +274,7 @@ class RunAwareTracer(trace.Tracer):
             )
 
         run = cause.run
-        if run.ended or (role is Role.RUNTIME and run.runtime_spans == "off"):
+        if role is Role.RUNTIME and run.runtime_spans == "off":
             return NonRecordingSpan(REGISTRY.stand_in(cause))
 
         if role is Role.RUNTIME:

@@ -272,3 +272,33 @@ async def test_nested_team_in_an_outer_team_on_a_shared_runtime(nested_capture: 
     assert_turns_under(tree, inner_run, {"writer", "critic"})
     assert_turns_under(tree, tree.root, {"editor"})
     assert tree.depth() <= 5
+
+
+async def test_two_runs_in_one_callers_span_and_the_callers_own_spans_after_them(capture: Capture) -> None:
+    tracer = capture.telemetry.tracer_provider.get_tracer("app")
+    with tracer.start_as_current_span("handle request"):
+        await drain(otel_agents.tap(writers_room(max_messages=3, name="first").run_stream(task="go")))
+        await drain(otel_agents.tap(writers_room(max_messages=3, name="second").run_stream(task="go")))
+        with tracer.start_as_current_span("respond"):
+            pass
+
+    tree = one_trace(capture.spans())
+    assert [tree.parent(s) for s in tree.named("invoke_workflow ")] == [tree.root, tree.root]
+    assert tree.parent(tree.one("respond")) is tree.root
+    for run in tree.named("invoke_workflow "):
+        assert_turns_under(tree, run, {"writer", "critic"})
+
+
+async def test_spans_a_run_causes_after_it_ended_are_dropped_not_orphaned(capture: Capture) -> None:
+    runtime = otel_agents.create_runtime()
+    runtime.start()
+    team = writers_room(max_messages=8, runtime=runtime)
+    stream = otel_agents.tap(team.run_stream(task="go"))
+    async for _item in stream:
+        break  # the team runs on in the background, on the shared runtime
+    await stream.aclose()
+    await runtime.stop_when_idle()  # ... until it finishes, after its run span ended
+
+    tree = one_trace(capture.spans())
+    assert tree.root.attributes["otel_agents.stop_kind"] == "consumer_closed"
+    assert all(s.end_time <= tree.root.end_time for s in tree.named("invoke_agent ")), "nothing recorded late"
