@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Final, Literal
 from urllib.parse import unquote, urlparse
 
+from ._content import CONTENT_MODES, ContentMode, ContentPolicy
+
 RuntimeSpans = Literal["off", "nested"]
 Protocol = Literal["grpc", "http/protobuf"]
 
@@ -27,6 +29,10 @@ OTEL_TRACES_SAMPLER_ARG: Final = "OTEL_TRACES_SAMPLER_ARG"
 OTEL_AGENTS_RUNTIME_SPANS: Final = "OTEL_AGENTS_RUNTIME_SPANS"
 OTEL_AGENTS_STORE: Final = "OTEL_AGENTS_STORE"
 OTEL_AGENTS_STORE_MAX_MB: Final = "OTEL_AGENTS_STORE_MAX_MB"
+OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: Final = "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"
+OTEL_AGENTS_CONTENT_MAX_CHARS: Final = "OTEL_AGENTS_CONTENT_MAX_CHARS"
+DEFAULT_CONTENT_MAX_CHARS: Final = 4096
 
 OTLP: Final = "OTEL_EXPORTER_OTLP"
 """Prefix of the OTLP variables: `{OTLP}_ENDPOINT`, `{OTLP}_TRACES_ENDPOINT`, ..."""
@@ -82,6 +88,7 @@ class Settings:
     metrics: Signal = field(default_factory=lambda: Signal(None, DEFAULT_PROTOCOL, None))
     store_dir: Path | None = None
     store_max_bytes: int = int(DEFAULT_STORE_MAX_MB * 1024 * 1024)
+    content: ContentPolicy = field(default_factory=ContentPolicy)
 
 
 def _env(environ: Mapping[str, str], name: str) -> str | None:
@@ -289,6 +296,37 @@ def _store(argument: object, environ: Mapping[str, str]) -> tuple[Path | None, b
     return default_store_dir(environ), argument is True
 
 
+def _content_mode(source: str, value: object) -> ContentMode:
+    if isinstance(value, bool):
+        return "SPAN_ONLY" if value else "NO_CONTENT"
+    if isinstance(value, str):
+        upper = value.strip().upper()
+        if upper == "TRUE":
+            return "SPAN_ONLY"
+        if upper == "FALSE":
+            return "NO_CONTENT"
+        for mode in CONTENT_MODES:
+            if upper == mode:
+                return mode
+    raise ConfigError(f"{source}={value!r}: expected one of {', '.join(CONTENT_MODES)}, true or false")
+
+
+def _content(capture: object, redact: object, environ: Mapping[str, str]) -> ContentPolicy:
+    name = OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
+    from_env = _env(environ, name)
+    mode: ContentMode = _content_mode(name, from_env) if from_env is not None else "NO_CONTENT"
+    if capture is not None:
+        mode = _content_mode("capture_content", capture)
+    if redact is not None and not callable(redact):
+        raise ConfigError(f"redact={redact!r}: expected a function taking a text and returning a text")
+    limits = [
+        _number(environ, limit, integer=True, minimum=1)
+        for limit in (OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT, OTEL_AGENTS_CONTENT_MAX_CHARS)
+    ]
+    max_chars = next((int(limit) for limit in limits if limit is not None), DEFAULT_CONTENT_MAX_CHARS)
+    return ContentPolicy(mode=mode, max_chars=max_chars, redact=redact)
+
+
 def resolve_settings(
     *,
     service_name: str | None = None,
@@ -297,6 +335,8 @@ def resolve_settings(
     protocol: str | None = None,
     headers: object = None,
     store: object = None,
+    capture_content: object = None,
+    redact: object = None,
     span_exporter_given: bool = False,
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
@@ -316,6 +356,7 @@ def resolve_settings(
     for bsp in _BSP_INTEGERS:
         _number(env, bsp, integer=True, minimum=1 if bsp != "OTEL_BSP_EXPORT_TIMEOUT" else 0)
 
+    content = _content(capture_content, redact, env)
     header_map = _headers_argument(headers)
     traces = _signal("traces", endpoint, protocol, header_map, env)
     metrics = _signal("metrics", endpoint, protocol, header_map, env)
@@ -351,4 +392,5 @@ def resolve_settings(
         metrics=metrics,
         store_dir=store_dir,
         store_max_bytes=int((max_mb if max_mb is not None else DEFAULT_STORE_MAX_MB) * 1024 * 1024),
+        content=content,
     )

@@ -19,7 +19,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 from opentelemetry import context as otel_context
@@ -27,6 +27,9 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from . import _semconv as sc
+from ._content import ContentPolicy
+from ._content import input_messages as content_input_messages
+from ._content import output_messages as content_output_messages
 from ._errors import mark_error
 from ._follow import follow
 from ._parenting import REGISTRY, Node
@@ -74,8 +77,11 @@ def request_model(client: object, extra_create_args: Mapping[str, Any] | None) -
 class ModelCall:
     """One `chat {model}` span, from the call's start to its result or exception."""
 
-    def __init__(self, telemetry: Any, client: object, kwargs: Mapping[str, Any]) -> None:
+    def __init__(self, telemetry: Any, client: object, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
         self._telemetry = telemetry
+        self._content: ContentPolicy = telemetry.settings.content
+        messages = kwargs.get("messages", args[0] if args else None)
+        self._input = content_input_messages(messages) if self._content.enabled and messages else None
         self.model = request_model(client, kwargs.get("extra_create_args"))
         self.response_model: str | None = None
         self.cached_input_tokens: int | None = None
@@ -145,6 +151,13 @@ class ModelCall:
                     output_tokens=output_tokens,
                     cost_usd=cost,
                 )
+        if self._content.enabled:
+            content: dict[str, str] = {}
+            if self._input is not None:
+                content[sc.GEN_AI_INPUT_MESSAGES] = self._content.json(self._input)
+            if result is not None:
+                content[sc.GEN_AI_OUTPUT_MESSAGES] = self._content.json(content_output_messages(result))
+            self._content.record(span, content, "gen_ai.client.inference.operation.details")
         if self._error is not None:
             mark_error(span, self._error)
         span.end()
@@ -182,7 +195,7 @@ def _unpriced(telemetry: Any, model: str | None, tokens: int) -> None:
             )
 
 
-def _start(client: object, kwargs: Mapping[str, Any]) -> ModelCall | None:
+def _start(client: object, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ModelCall | None:
     if _current_call.get() is not None:  # a subclass calling super().create(): one span per call
         return None
     try:
@@ -191,7 +204,7 @@ def _start(client: object, kwargs: Mapping[str, Any]) -> ModelCall | None:
         telemetry = current(None)
         if telemetry.disabled:
             return None
-        return ModelCall(telemetry, client, kwargs)
+        return ModelCall(telemetry, client, args, kwargs)
     except Exception:
         logger.warning("otel-agents could not trace a model call", exc_info=True)
         return None
@@ -200,7 +213,7 @@ def _start(client: object, kwargs: Mapping[str, Any]) -> ModelCall | None:
 def _wrap_create(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     @functools.wraps(original)
     async def create(self: Any, *args: Any, **kwargs: Any) -> Any:
-        call = _start(self, kwargs)
+        call = _start(self, args, kwargs)
         if call is None:
             return await original(self, *args, **kwargs)
         token = otel_context.attach(call.context)
@@ -236,7 +249,7 @@ def _wrap_create_stream(
 async def _traced_stream(
     original: Callable[..., AsyncGenerator[Any, None]], client: Any, args: Any, kwargs: dict[str, Any]
 ) -> AsyncGenerator[Any, None]:
-    call = _start(client, kwargs)  # at the first item asked for: the call starts then
+    call = _start(client, args, kwargs)  # at the first item asked for: the call starts then
     if call is None:
         async for item in original(client, *args, **kwargs):
             yield item

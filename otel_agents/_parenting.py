@@ -42,6 +42,7 @@ from opentelemetry.util._decorator import _agnosticcontextmanager
 
 from . import _semconv as sc
 from ._config import RuntimeSpans
+from ._content import ContentPolicy
 from ._prices import PriceTable
 from ._usage import RunTotals
 
@@ -70,6 +71,7 @@ class Run:
     provider: trace.TracerProvider
     runtime_spans: RuntimeSpans
     prices: PriceTable | None = None
+    content: ContentPolicy = field(default_factory=ContentPolicy)
     totals: RunTotals = field(default_factory=RunTotals)
     ended: bool = False
     span_ids: list[int] = field(default_factory=list)

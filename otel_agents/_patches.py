@@ -26,12 +26,13 @@ _lock = threading.Lock()
 
 
 def install() -> None:
-    """Wrap `BaseGroupChat.run_stream` once per process, and every model client class defined so far."""
+    """Wrap `BaseGroupChat.run_stream` once per process, and every model client and tool class so far."""
     from autogen_agentchat.teams import BaseGroupChat
 
-    from . import _model_calls
+    from . import _model_calls, _tools
 
     _model_calls.install()
+    _tools.install()
     with _lock:
         original = BaseGroupChat.run_stream
         if getattr(original, _MARK, False):

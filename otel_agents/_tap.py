@@ -43,6 +43,7 @@ def start_run(telemetry: Telemetry, name: str) -> WorkflowSpan | None:
             provider=telemetry.sdk_tracer_provider,
             runtime_spans=telemetry.settings.runtime_spans,
             prices=telemetry.prices,
+            content=telemetry.settings.content,
         )
         return WorkflowSpan(run, name, otel_context.get_current(), is_root=True)
     except Exception:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,8 @@ from ._prices import PriceTable, load_prices
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricReader
     from opentelemetry.sdk.trace.export import SpanExporter
+
+    from ._pipeline import Health
 
 logger = logging.getLogger(__name__)
 
@@ -38,12 +41,14 @@ class Telemetry:
         sdk_tracer_provider: trace.TracerProvider,
         meter_provider: metrics.MeterProvider,
         prices: PriceTable | None = None,
+        health: Health | None = None,
     ) -> None:
         self.settings = settings
+        self._health = health
         self.prices = prices if prices is not None else PriceTable()
         self._sdk_tracer_provider = sdk_tracer_provider
         self._meter_provider = meter_provider
-        self.instruments = Instruments(meter_provider)
+        self.instruments = Instruments(meter_provider, self)
         self._tracer_provider = RunAwareTracerProvider(
             lambda: self._sdk_tracer_provider, lambda: self.settings.runtime_spans
         )
@@ -77,18 +82,26 @@ class Telemetry:
                 ok = bool(flush(timeout_millis)) and ok
         return ok
 
+    @property
+    def dropped_spans(self) -> int:
+        """Spans this pipeline could not deliver: failed exports, full queues, cut-off shutdowns."""
+        return self._health.dropped_spans if self._health is not None else 0
+
     def shutdown(self) -> None:
-        """Flush and stop the pipeline. Idempotent."""
+        """Flush and stop the pipeline, within the exporter timeout plus a few seconds. Idempotent."""
         if self._shut_down:
             return
         self._shut_down = True
-        for provider in (self._sdk_tracer_provider, self._meter_provider):
-            shutdown = getattr(provider, "shutdown", None)
-            if shutdown is not None:
-                try:
-                    shutdown()
-                except Exception:  # a failing exporter must not fail the caller
-                    logger.warning("otel-agents: shutting down %s failed", type(provider).__name__, exc_info=True)
+        from ._pipeline import SHUTDOWN_GRACE_S, exporter_timeout_s, shutdown_within
+
+        actions = [
+            shutdown
+            for provider in (self._sdk_tracer_provider, self._meter_provider)
+            if (shutdown := getattr(provider, "shutdown", None)) is not None
+        ]
+        shutdown_within(actions, exporter_timeout_s() + SHUTDOWN_GRACE_S + 1.0)
+        if self.dropped_spans:
+            logger.warning("otel-agents: %d spans could not be delivered and were dropped", self.dropped_spans)
 
     def __enter__(self) -> Telemetry:
         return self
@@ -162,6 +175,8 @@ def configure(
     headers: Mapping[str, str] | str | None = None,
     span_exporter: SpanExporter | None = None,
     metric_readers: Sequence[MetricReader] | None = None,
+    capture_content: bool | str | None = None,
+    redact: Callable[[str], str] | None = None,
     prices: str | os.PathLike[str] | Mapping[str, Mapping[str, float]] | None = None,
     store: str | os.PathLike[str] | bool | None = None,
     runtime_spans: str | None = None,
@@ -187,6 +202,8 @@ def configure(
         protocol=protocol,
         headers=headers,
         store=store,
+        capture_content=capture_content,
+        redact=redact,
         span_exporter_given=span_exporter is not None,
     )
     price_table = load_prices(prices)
@@ -215,18 +232,26 @@ def _build(
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from . import _exporters
+    from . import _exporters, _pipeline
 
     exporters = ([span_exporter] if span_exporter is not None else []) + _exporters.span_exporters(settings)
     readers = list(metric_readers or ()) + _exporters.metric_readers(settings)
     resource = Resource.create({SERVICE_NAME: settings.service_name})
-    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    health = _pipeline.Health()
     for exporter in exporters:
-        tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
-    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
-    return Telemetry(settings, tracer_provider, meter_provider, prices)
+        tracer_provider.add_span_processor(_pipeline.make_processor(exporter, settings.content, health))
+    _pipeline.quiet_queue_full_logs()
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
+    return Telemetry(settings, tracer_provider, meter_provider, prices, health)
+
+
+@atexit.register
+def _shutdown_at_exit() -> None:
+    """Deliver what the latest pipeline holds when the process exits (bounded in time)."""
+    if _latest is not None:
+        _latest.shutdown()
 
 
 def current(telemetry: Telemetry | None) -> Telemetry:

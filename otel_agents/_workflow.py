@@ -99,6 +99,12 @@ class WorkflowSpan:
             message_span = self._tracer.start_span(
                 f"message {source}", context=self.context, attributes=attributes, start_time=self._last_ns
             )
+            content = self.run.content
+            if content.enabled:
+                to_text = getattr(item, "to_text", None)
+                text = to_text() if callable(to_text) else getattr(item, "content", None)
+                if isinstance(text, str):
+                    content.record(message_span, {sc.MESSAGE_CONTENT: content.text(text)}, "otel_agents.message")
             message_span.end(end_time=now)
         self._last_ns = now
 
