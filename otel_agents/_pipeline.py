@@ -219,7 +219,7 @@ class BoundedBatchSpanProcessor(BatchSpanProcessor):
         if batch is not None:
             batch.shutdown(timeout_millis=bound_ms)
         else:  # pragma: no cover - an SDK without the shared batch processor
-            super().shutdown()
+            super().shutdown()  # type: ignore[no-untyped-call]
 
 
 class _QueueFullOnce(logging.Filter):

@@ -74,4 +74,4 @@ def install() -> None:
             method = cls.__dict__.get("run")
             if method is None or getattr(method, _MARK, False) or getattr(method, "__isabstractmethod__", False):
                 continue
-            cls.run = _wrap_run(method)
+            setattr(cls, "run", _wrap_run(method))  # noqa: B010  (the class is only known at run time)
