@@ -1,0 +1,192 @@
+"""A failing backend never hurts the run: same result, nothing raised, bounded shutdown, drops counted."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+import pytest
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.conditions import MaxMessageTermination
+from autogen_agentchat.teams import RoundRobinGroupChat
+from autogen_core.model_context import BufferedChatCompletionContext
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import otel_agents
+from otel_agents._parenting import REGISTRY
+from tests.support.bad_backends import failing_endpoint, refusing_endpoint, silent_endpoint
+from tests.support.teams import replay, text, writers_room
+
+TIMEOUT_S = 1.0
+
+
+async def drain(stream: Any) -> list[Any]:
+    return [item async for item in stream]
+
+
+@pytest.fixture(autouse=True)
+def short_timeouts(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", str(TIMEOUT_S))
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+    yield
+
+
+BACKENDS: list[tuple[str, Callable[[], AbstractContextManager[str]], str]] = [
+    ("refusing-http", refusing_endpoint, "http/protobuf"),
+    ("refusing-grpc", refusing_endpoint, "grpc"),
+    ("silent-http", silent_endpoint, "http/protobuf"),
+    ("silent-grpc", silent_endpoint, "grpc"),
+    ("http-500", lambda: failing_endpoint(500), "http/protobuf"),
+    ("http-503", lambda: failing_endpoint(503), "http/protobuf"),
+]
+
+
+@pytest.mark.parametrize(("backend", "protocol"), [(b[1], b[2]) for b in BACKENDS], ids=[b[0] for b in BACKENDS])
+async def test_a_failing_backend_never_hurts_the_run(
+    backend: Callable[[], AbstractContextManager[str]], protocol: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    untraced = [type(i).__name__ for i in await drain(writers_room(max_messages=4).run_stream(task="go"))]
+    reader = InMemoryMetricReader()
+    with backend() as endpoint:
+        telemetry = otel_agents.configure(endpoint=endpoint, protocol=protocol, store=False, metric_readers=[reader])
+        made = InMemorySpanExporter()
+        telemetry.sdk_tracer_provider.add_span_processor(SimpleSpanProcessor(made))  # type: ignore[attr-defined]
+        items = await drain(otel_agents.tap(writers_room(max_messages=4).run_stream(task="go")))
+        started = time.monotonic()
+        telemetry.shutdown()
+        took = time.monotonic() - started
+
+    assert [type(i).__name__ for i in items] == untraced
+    assert took <= TIMEOUT_S + 5, f"shutdown took {took:.1f} s"
+    created = len(made.get_finished_spans())
+    assert created > 0 and telemetry.dropped_spans == created, "every span is counted, none silently lost"
+    lines = [r for r in caplog.records if "could not export spans" in r.getMessage()]
+    assert len(lines) == 1, [r.getMessage() for r in lines]
+
+
+async def test_the_dropped_count_is_a_metric(caplog: pytest.LogCaptureFixture) -> None:
+    reader = InMemoryMetricReader()
+    with refusing_endpoint() as endpoint:
+        telemetry = otel_agents.configure(endpoint=endpoint, store=False, metric_readers=[reader])
+        await drain(otel_agents.tap(writers_room(max_messages=3).run_stream(task="go")))
+        telemetry.force_flush()
+        data = reader.get_metrics_data()
+        telemetry.shutdown()
+    points = [
+        point.value
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == "otel_agents.spans.dropped"
+        for point in metric.data.data_points
+    ]
+    assert points == [telemetry.dropped_spans] and points[0] > 0
+
+
+class StalledExporter(SpanExporter):
+    """Never finishes an export until released: a backend that stopped answering."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.exported = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.release.wait(timeout=120)
+        self.exported += len(spans)
+        return SpanExportResult.SUCCESS
+
+
+async def test_a_ten_thousand_message_run_with_a_stalled_exporter_stays_within_the_queue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "2048")
+    stalled = StalledExporter()
+    telemetry = otel_agents.configure(span_exporter=stalled)
+    (processor,) = telemetry._health.processors  # type: ignore[union-attr]
+    before = len(REGISTRY)
+    talker = AssistantAgent(
+        "talker",
+        model_client=replay(*(text(f"m{i}", 3, 1) for i in range(10_000))),
+        model_context=BufferedChatCompletionContext(buffer_size=4),  # keeps AutoGen's own cost linear
+    )
+    team = RoundRobinGroupChat([talker], termination_condition=MaxMessageTermination(10_000), name="long")
+    largest_queue = 0
+    count = 0
+    async for _item in otel_agents.tap(team.run_stream(task="go")):
+        count += 1
+        if count % 500 == 0:
+            largest_queue = max(largest_queue, processor.queued_spans)
+    try:
+        assert count == 10_001  # 10,000 messages and the result
+        assert largest_queue <= 2048
+        assert processor.queued_spans <= 2048
+        assert processor.ended_spans > 20_000
+        dropped = processor.ended_spans - processor.guarded.handed_spans - processor.queued_spans
+        assert dropped > 15_000 and telemetry.dropped_spans == dropped, "what the full queue dropped is counted"
+        assert len(REGISTRY) == before, "the run left nothing behind in the registry"
+    finally:
+        stalled.release.set()
+        telemetry.shutdown()
+
+
+SECRET = "sk-secret-0d1e"
+
+
+async def test_otlp_headers_never_appear_in_logs_or_errors(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    with refusing_endpoint() as endpoint:
+        telemetry = otel_agents.configure(endpoint=endpoint, store=False, headers={"authorization": f"Bearer {SECRET}"})
+        await drain(otel_agents.tap(writers_room(max_messages=2).run_stream(task="go")))
+        telemetry.shutdown()
+    assert telemetry.dropped_spans > 0
+    logged = "\n".join(f"{r.getMessage()} {r.exc_text or ''}" for r in caplog.records)
+    assert "could not export spans" in logged and SECRET not in logged
+
+
+async def test_the_cli_never_prints_headers(tmp_path: Any) -> None:
+    import os
+    import subprocess
+    import sys
+
+    with otel_agents.configure(store=tmp_path) as telemetry:
+        await drain(otel_agents.tap(writers_room(max_messages=2).run_stream(task="go")))
+        telemetry.force_flush()
+
+    with refusing_endpoint() as endpoint:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "otel_agents.cli",
+                "--store",
+                str(tmp_path),
+                "export",
+                "--all",
+                "--endpoint",
+                endpoint,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "OTEL_EXPORTER_OTLP_HEADERS": f"authorization=Bearer%20{SECRET}"},
+            check=False,
+        )
+        bad = subprocess.run(
+            [sys.executable, "-m", "otel_agents.cli", "--store", str(tmp_path), "demo"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "OTEL_EXPORTER_OTLP_HEADERS": f"authorization {SECRET}"},
+            check=False,
+        )
+    assert done.returncode == 1 and SECRET not in done.stdout + done.stderr
+    assert bad.returncode == 2, bad.stderr
+    assert bad.stderr.strip().count("\n") == 0 and "OTEL_EXPORTER_OTLP_HEADERS" in bad.stderr
+    assert SECRET not in bad.stdout + bad.stderr
