@@ -33,6 +33,9 @@ OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: Final = "OTEL_INSTRUMENTATIO
 OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: Final = "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"
 OTEL_AGENTS_CONTENT_MAX_CHARS: Final = "OTEL_AGENTS_CONTENT_MAX_CHARS"
 DEFAULT_CONTENT_MAX_CHARS: Final = 4096
+OTEL_EXPORTER_PROMETHEUS_HOST: Final = "OTEL_EXPORTER_PROMETHEUS_HOST"
+OTEL_EXPORTER_PROMETHEUS_PORT: Final = "OTEL_EXPORTER_PROMETHEUS_PORT"
+DEFAULT_PROMETHEUS: Final = ("127.0.0.1", 9464)
 
 OTLP: Final = "OTEL_EXPORTER_OTLP"
 """Prefix of the OTLP variables: `{OTLP}_ENDPOINT`, `{OTLP}_TRACES_ENDPOINT`, ..."""
@@ -89,6 +92,8 @@ class Settings:
     store_dir: Path | None = None
     store_max_bytes: int = int(DEFAULT_STORE_MAX_MB * 1024 * 1024)
     content: ContentPolicy = field(default_factory=ContentPolicy)
+    prometheus: tuple[str, int] | None = None
+    """Where to serve metrics for Prometheus to scrape; None: no endpoint."""
 
 
 def _env(environ: Mapping[str, str], name: str) -> str | None:
@@ -327,6 +332,35 @@ def _content(capture: object, redact: object, environ: Mapping[str, str]) -> Con
     return ContentPolicy(mode=mode, max_chars=max_chars, redact=redact)
 
 
+def _prometheus(
+    argument: object, metrics_exporters: tuple[str, ...], environ: Mapping[str, str]
+) -> tuple[str, int] | None:
+    host = _env(environ, OTEL_EXPORTER_PROMETHEUS_HOST)
+    port_value = _number(environ, OTEL_EXPORTER_PROMETHEUS_PORT, integer=True)
+    if port_value is not None and not 0 <= port_value <= 65535:
+        raise ConfigError(
+            f"{OTEL_EXPORTER_PROMETHEUS_PORT}={environ[OTEL_EXPORTER_PROMETHEUS_PORT]!r}: expected a port"
+        )
+    from_env = (host or DEFAULT_PROMETHEUS[0], int(port_value) if port_value is not None else DEFAULT_PROMETHEUS[1])
+    if argument is None:
+        return from_env if "prometheus" in metrics_exporters else None
+    if argument is False:
+        return None
+    if argument is True:
+        return from_env
+    if (
+        isinstance(argument, tuple)
+        and len(argument) == 2
+        and isinstance(argument[0], str)
+        and argument[0]
+        and isinstance(argument[1], int)
+        and not isinstance(argument[1], bool)
+        and 0 <= argument[1] <= 65535
+    ):
+        return (argument[0], argument[1])
+    raise ConfigError(f"prometheus={argument!r}: expected (host, port), True for the defaults, or False")
+
+
 def resolve_settings(
     *,
     service_name: str | None = None,
@@ -337,6 +371,7 @@ def resolve_settings(
     store: object = None,
     capture_content: object = None,
     redact: object = None,
+    prometheus: object = None,
     span_exporter_given: bool = False,
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
@@ -381,6 +416,8 @@ def resolve_settings(
         metrics_exporters = tuple(e for e in metrics_env if e != "none")
     else:
         metrics_exporters = ("otlp",) if metrics.endpoint else ()
+    prometheus_at = _prometheus(prometheus, metrics_exporters, env)
+    metrics_exporters = tuple(e for e in metrics_exporters if e != "prometheus")
 
     return Settings(
         service_name=name,
@@ -393,4 +430,5 @@ def resolve_settings(
         store_dir=store_dir,
         store_max_bytes=int((max_mb if max_mb is not None else DEFAULT_STORE_MAX_MB) * 1024 * 1024),
         content=content,
+        prometheus=prometheus_at,
     )

@@ -1,18 +1,77 @@
-"""The instruments otel-agents records (a contract: the README lists them)."""
+"""The instruments otel-agents records (a contract: the README lists them).
+
+Low-cardinality attributes only: model, agent, team, stop kind, token type, error type. Never a
+run id. Histogram points recorded inside a run carry its trace as an exemplar where the exporter
+supports exemplars (OTLP does).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
 
 from opentelemetry import metrics
+from opentelemetry.context import Context
 
+from . import _semconv as sc
 from ._version import __version__
+
+TOKEN_BUCKETS: Final = [4.0**i for i in range(14)]  # 1, 4, 16, ... 67108864
+DURATION_BUCKETS: Final = [0.01 * 2**i for i in range(14)]  # 0.01 ... 81.92
+WORKFLOW_DURATION_BUCKETS: Final = [1.0, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200]
+RUN_COST_BUCKETS: Final = [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 50]
+RUN_MESSAGES_BUCKETS: Final = [float(2**i) for i in range(11)]  # 1, 2, 4, ... 1024
+
+
+def _present(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in attributes.items() if v is not None}
 
 
 class Instruments:
     def __init__(self, meter_provider: metrics.MeterProvider, telemetry: Any) -> None:
         meter = meter_provider.get_meter("otel_agents", __version__)
+        self.token_usage = meter.create_histogram(
+            "gen_ai.client.token.usage",
+            unit="{token}",
+            description="Tokens used per model call, by token type",
+            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+        )
+        self.operation_duration = meter.create_histogram(
+            "gen_ai.client.operation.duration",
+            unit="s",
+            description="Duration of model calls",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        self.workflow_duration = meter.create_histogram(
+            "gen_ai.workflow.duration",
+            unit="s",
+            description="Duration of team runs",
+            explicit_bucket_boundaries_advisory=WORKFLOW_DURATION_BUCKETS,
+        )
+        self.cost = meter.create_counter(
+            "otel_agents.cost", unit="USD", description="Cost of model calls, by team, agent and model"
+        )
+        self.run_cost = meter.create_histogram(
+            "otel_agents.run.cost",
+            unit="USD",
+            description="Cost of one team run (runs whose every call was priced)",
+            explicit_bucket_boundaries_advisory=RUN_COST_BUCKETS,
+        )
+        self.run_messages = meter.create_histogram(
+            "otel_agents.run.messages",
+            unit="{message}",
+            description="Messages streamed by one team run",
+            explicit_bucket_boundaries_advisory=RUN_MESSAGES_BUCKETS,
+        )
+        self.runs = meter.create_counter("otel_agents.runs", unit="{run}", description="Team runs, by stop kind")
+        self.tokens_unpriced = meter.create_counter(
+            "otel_agents.tokens.unpriced",
+            unit="{token}",
+            description="Tokens of model calls whose model has no price",
+        )
+        self.loop_detections = meter.create_counter(
+            "otel_agents.loop.detections", unit="{detection}", description="Runaway-loop rules a run broke"
+        )
 
         def dropped(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
             yield metrics.Observation(telemetry.dropped_spans)
@@ -23,8 +82,56 @@ class Instruments:
             unit="{span}",
             description="Spans the pipeline could not deliver (failed exports, full queues, shutdown cut-offs)",
         )
-        self.tokens_unpriced = meter.create_counter(
-            "otel_agents.tokens.unpriced",
-            unit="{token}",
-            description="Tokens of model calls whose model has no price",
+
+    def model_call(
+        self,
+        *,
+        provider: str,
+        model: str | None,
+        agent: str | None,
+        workflow: str | None,
+        input_tokens: int | None,
+        output_tokens: int | None,
+        duration_s: float,
+        cost_usd: float | None,
+        error_type: str | None,
+    ) -> None:
+        """One model call: its tokens, duration and cost (the current context is the call's span)."""
+        common = _present(
+            {
+                sc.GEN_AI_OPERATION_NAME: sc.OPERATION_CHAT,
+                sc.GEN_AI_PROVIDER_NAME: provider,
+                sc.GEN_AI_REQUEST_MODEL: model,
+                sc.GEN_AI_AGENT_NAME: agent,
+            }
         )
+        if input_tokens is not None:
+            self.token_usage.record(input_tokens, {**common, sc.GEN_AI_TOKEN_TYPE: "input"})
+        if output_tokens is not None:
+            self.token_usage.record(output_tokens, {**common, sc.GEN_AI_TOKEN_TYPE: "output"})
+        self.operation_duration.record(duration_s, _present({**common, sc.ERROR_TYPE: error_type}))
+        if cost_usd is not None:
+            self.cost.add(
+                cost_usd,
+                _present(
+                    {sc.GEN_AI_WORKFLOW_NAME: workflow, sc.GEN_AI_AGENT_NAME: agent, sc.GEN_AI_REQUEST_MODEL: model}
+                ),
+            )
+
+    def run_ended(
+        self,
+        *,
+        workflow: str,
+        stop_kind: str,
+        duration_s: float,
+        messages: int,
+        cost_usd: float | None,
+        context: Context,
+    ) -> None:
+        """One team run, recorded in the context of its run span (for exemplars)."""
+        by_kind = {sc.GEN_AI_WORKFLOW_NAME: workflow, sc.STOP_KIND: stop_kind}
+        self.workflow_duration.record(duration_s, by_kind, context=context)
+        self.run_messages.record(messages, by_kind, context=context)
+        self.runs.add(1, by_kind, context=context)
+        if cost_usd is not None:
+            self.run_cost.record(cost_usd, {sc.GEN_AI_WORKFLOW_NAME: workflow}, context=context)

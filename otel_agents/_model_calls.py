@@ -89,9 +89,10 @@ class ModelCall:
         self._error: BaseException | None = None
         self._result: Any = None
         self._start = time.monotonic()
+        self._provider = provider_name(client)
         attributes: dict[str, Any] = {
             sc.GEN_AI_OPERATION_NAME: sc.OPERATION_CHAT,
-            sc.GEN_AI_PROVIDER_NAME: provider_name(client),
+            sc.GEN_AI_PROVIDER_NAME: self._provider,
         }
         if self.model:
             attributes[sc.GEN_AI_REQUEST_MODEL] = self.model
@@ -123,10 +124,11 @@ class ModelCall:
         self._ended = True
         span = self.span
         result = self._result
+        input_tokens = output_tokens = cost = None
+        priced_model = self.response_model or self.model
         if result is not None:
             usage = result.usage
             input_tokens, output_tokens = int(usage.prompt_tokens), int(usage.completion_tokens)
-            priced_model = self.response_model or self.model
             prices = self._telemetry.prices
             cost = prices.cost(priced_model, input_tokens, output_tokens, self.cached_input_tokens or 0)
             attributes: dict[str, Any] = {
@@ -161,6 +163,22 @@ class ModelCall:
         if self._error is not None:
             mark_error(span, self._error)
         span.end()
+        run = self.node.run if self.node is not None else None
+        token = otel_context.attach(self.context)  # exemplars point at this call
+        try:
+            self._telemetry.instruments.model_call(
+                provider=self._provider,
+                model=self.model,
+                agent=self.agent,
+                workflow=run.workflow if run is not None else None,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                duration_s=time.monotonic() - self._start,
+                cost_usd=cost,
+                error_type=type(self._error).__name__ if self._error is not None else None,
+            )
+        finally:
+            otel_context.detach(token)
 
     def on_event(self, payload: Mapping[str, Any]) -> None:
         """Read the response model and cached tokens from an `LLMCallEvent`'s response."""

@@ -43,6 +43,7 @@ from opentelemetry.util._decorator import _agnosticcontextmanager
 from . import _semconv as sc
 from ._config import RuntimeSpans
 from ._content import ContentPolicy
+from ._metrics import Instruments
 from ._prices import PriceTable
 from ._usage import RunTotals
 
@@ -72,6 +73,8 @@ class Run:
     runtime_spans: RuntimeSpans
     prices: PriceTable | None = None
     content: ContentPolicy = field(default_factory=ContentPolicy)
+    instruments: Instruments | None = None
+    workflow: str = "unknown"
     totals: RunTotals = field(default_factory=RunTotals)
     ended: bool = False
     span_ids: list[int] = field(default_factory=list)

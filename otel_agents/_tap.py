@@ -44,6 +44,8 @@ def start_run(telemetry: Telemetry, name: str) -> WorkflowSpan | None:
             runtime_spans=telemetry.settings.runtime_spans,
             prices=telemetry.prices,
             content=telemetry.settings.content,
+            instruments=telemetry.instruments,
+            workflow=name,
         )
         return WorkflowSpan(run, name, otel_context.get_current(), is_root=True)
     except Exception:

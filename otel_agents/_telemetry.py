@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
 
     from ._pipeline import Health
+    from ._prometheus import PrometheusEndpoint
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,8 @@ class Telemetry:
             lambda: self._sdk_tracer_provider, lambda: self.settings.runtime_spans
         )
         self._shut_down = False
+        self.prometheus: PrometheusEndpoint | None = None
+        """The Prometheus scrape endpoint, when one was asked for (`.host`, `.port`)."""
 
     @property
     def tracer_provider(self) -> trace.TracerProvider:
@@ -100,6 +103,8 @@ class Telemetry:
             if (shutdown := getattr(provider, "shutdown", None)) is not None
         ]
         shutdown_within(actions, exporter_timeout_s() + SHUTDOWN_GRACE_S + 1.0)
+        if self.prometheus is not None:
+            self.prometheus.close()
         if self.dropped_spans:
             logger.warning("otel-agents: %d spans could not be delivered and were dropped", self.dropped_spans)
 
@@ -175,6 +180,7 @@ def configure(
     headers: Mapping[str, str] | str | None = None,
     span_exporter: SpanExporter | None = None,
     metric_readers: Sequence[MetricReader] | None = None,
+    prometheus: tuple[str, int] | bool | None = None,
     capture_content: bool | str | None = None,
     redact: Callable[[str], str] | None = None,
     prices: str | os.PathLike[str] | Mapping[str, Mapping[str, float]] | None = None,
@@ -204,6 +210,7 @@ def configure(
         store=store,
         capture_content=capture_content,
         redact=redact,
+        prometheus=prometheus,
         span_exporter_given=span_exporter is not None,
     )
     price_table = load_prices(prices)
@@ -237,6 +244,12 @@ def _build(
 
     exporters = ([span_exporter] if span_exporter is not None else []) + _exporters.span_exporters(settings)
     readers = list(metric_readers or ()) + _exporters.metric_readers(settings)
+    endpoint = None
+    if settings.prometheus is not None:
+        from ._prometheus import PrometheusEndpoint
+
+        endpoint = PrometheusEndpoint(*settings.prometheus)
+        readers.append(endpoint.reader)
     resource = Resource.create({SERVICE_NAME: settings.service_name})
     tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     health = _pipeline.Health()
@@ -244,7 +257,9 @@ def _build(
         tracer_provider.add_span_processor(_pipeline.make_processor(exporter, settings.content, health))
     _pipeline.quiet_queue_full_logs()
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
-    return Telemetry(settings, tracer_provider, meter_provider, prices, health)
+    telemetry = Telemetry(settings, tracer_provider, meter_provider, prices, health)
+    telemetry.prometheus = endpoint
+    return telemetry
 
 
 @atexit.register

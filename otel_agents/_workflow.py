@@ -43,7 +43,7 @@ class WorkflowSpan:
         self.is_root = is_root
         self._task_result_type, self._chunk_type = _autogen_types()
         self._tracer = run.provider.get_tracer(_TRACER_NAME, __version__)
-        self._last_ns = time.time_ns()
+        self._last_ns = self._start_ns = time.time_ns()
         attributes: dict[str, Any] = {
             sc.GEN_AI_OPERATION_NAME: sc.OPERATION_INVOKE_WORKFLOW,
             sc.GEN_AI_WORKFLOW_NAME: name,
@@ -146,3 +146,12 @@ class WorkflowSpan:
         span.end()
         if self.is_root:
             REGISTRY.end(self.run)
+            if self.run.instruments is not None:
+                self.run.instruments.run_ended(
+                    workflow=self.run.workflow,
+                    stop_kind=attributes[sc.STOP_KIND],
+                    duration_s=(time.time_ns() - self._start_ns) / 1e9,
+                    messages=self.message_count,
+                    cost_usd=attributes.get(sc.COST_USD),
+                    context=self.context,
+                )
