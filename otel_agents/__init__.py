@@ -11,14 +11,22 @@
 consumer leaves early.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ._config import ConfigError
+from ._loops import LoopLimits
 from ._runtime import create_runtime
 from ._tap import run_stream, tap
 from ._telemetry import Telemetry, configure
 from ._version import __version__
 
+if TYPE_CHECKING:
+    from ._guard import LoopGuard
+
 __all__ = [
     "ConfigError",
+    "LoopGuard",
+    "LoopLimits",
     "Telemetry",
     "__version__",
     "configure",
@@ -26,3 +34,11 @@ __all__ = [
     "run_stream",
     "tap",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "LoopGuard":  # imports AutoGen: loaded when first asked for, not with the package
+        from ._guard import LoopGuard
+
+        return LoopGuard
+    raise AttributeError(f"module 'otel_agents' has no attribute {name!r}")

@@ -43,6 +43,7 @@ from opentelemetry.util._decorator import _agnosticcontextmanager
 from . import _semconv as sc
 from ._config import RuntimeSpans
 from ._content import ContentPolicy
+from ._loops import LoopRules
 from ._metrics import Instruments
 from ._prices import PriceTable
 from ._usage import RunTotals
@@ -75,6 +76,7 @@ class Run:
     content: ContentPolicy = field(default_factory=ContentPolicy)
     instruments: Instruments | None = None
     workflow: str = "unknown"
+    loops: LoopRules | None = None
     totals: RunTotals = field(default_factory=RunTotals)
     ended: bool = False
     span_ids: list[int] = field(default_factory=list)

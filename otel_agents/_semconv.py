@@ -37,6 +37,13 @@ STOP_KIND: Final = "otel_agents.stop_kind"
 MESSAGE_COUNT: Final = "otel_agents.message_count"
 COST_USD: Final = "otel_agents.cost.usd"
 
+# otel-agents: runaway loops
+LOOP_DETECTED_EVENT: Final = "otel_agents.loop_detected"
+LOOP_RULE: Final = "otel_agents.loop.rule"
+LOOP_COUNT: Final = "otel_agents.loop.count"
+LOOP_LIMIT: Final = "otel_agents.loop.limit"
+LOOP_DETAIL: Final = "otel_agents.loop.detail"
+
 # otel-agents: one streamed item
 MESSAGE_INDEX: Final = "otel_agents.message.index"
 MESSAGE_TYPE: Final = "otel_agents.message.type"

@@ -10,6 +10,7 @@ from opentelemetry import context as otel_context
 
 from . import _patches
 from ._follow import follow
+from ._loops import LoopRules
 from ._parenting import Run
 from ._telemetry import Telemetry, current
 from ._workflow import WorkflowSpan
@@ -46,6 +47,7 @@ def start_run(telemetry: Telemetry, name: str) -> WorkflowSpan | None:
             content=telemetry.settings.content,
             instruments=telemetry.instruments,
             workflow=name,
+            loops=LoopRules(telemetry.loop_limits),
         )
         return WorkflowSpan(run, name, otel_context.get_current(), is_root=True)
     except Exception:

@@ -14,6 +14,7 @@ from opentelemetry import metrics, trace
 
 from . import _patches
 from ._config import ConfigError, RuntimeSpans, Settings, resolve_settings
+from ._loops import LoopLimits, ResolvedLimits
 from ._metrics import Instruments
 from ._parenting import Run, RunAwareTracerProvider
 from ._prices import PriceTable, load_prices
@@ -54,6 +55,8 @@ class Telemetry:
             lambda: self._sdk_tracer_provider, lambda: self.settings.runtime_spans
         )
         self._shut_down = False
+        self.loop_limits: ResolvedLimits = LoopLimits().resolved(os.environ)
+        """The thresholds of the loop detector the tap runs."""
         self.prometheus: PrometheusEndpoint | None = None
         """The Prometheus scrape endpoint, when one was asked for (`.host`, `.port`)."""
 
@@ -181,6 +184,7 @@ def configure(
     span_exporter: SpanExporter | None = None,
     metric_readers: Sequence[MetricReader] | None = None,
     prometheus: tuple[str, int] | bool | None = None,
+    loop_limits: LoopLimits | None = None,
     capture_content: bool | str | None = None,
     redact: Callable[[str], str] | None = None,
     prices: str | os.PathLike[str] | Mapping[str, Mapping[str, float]] | None = None,
@@ -213,8 +217,12 @@ def configure(
         prometheus=prometheus,
         span_exporter_given=span_exporter is not None,
     )
+    if loop_limits is not None and not isinstance(loop_limits, LoopLimits):
+        raise ConfigError(f"loop_limits={loop_limits!r}: expected an otel_agents.LoopLimits")
+    limits = (loop_limits or LoopLimits()).resolved(os.environ)  # validates OTEL_AGENTS_* thresholds
     price_table = load_prices(prices)
     telemetry = _build(settings, span_exporter, metric_readers, price_table)
+    telemetry.loop_limits = limits
     _patches.install()
     with _lock:
         previous, _latest = _latest, telemetry

@@ -106,7 +106,32 @@ class WorkflowSpan:
                 if isinstance(text, str):
                     content.record(message_span, {sc.MESSAGE_CONTENT: content.text(text)}, "otel_agents.message")
             message_span.end(end_time=now)
+            self._detect_loops(item)
         self._last_ns = now
+
+    def _detect_loops(self, item: object) -> None:
+        """Run the loop rules on the item; a broken rule is an event on the run span and a count."""
+        run = self.run
+        if run.loops is None:
+            return
+        totals = run.totals if run.totals.calls else None
+        hits = run.loops.observe(
+            item,
+            run_tokens=totals.input_tokens + totals.output_tokens if totals is not None else None,
+            run_cost=totals.cost_usd if totals is not None else None,
+        )
+        for hit in hits:
+            self.span.add_event(
+                sc.LOOP_DETECTED_EVENT,
+                {
+                    sc.LOOP_RULE: hit.rule,
+                    sc.LOOP_COUNT: hit.figures["count"],
+                    sc.LOOP_LIMIT: hit.figures["limit"],
+                    sc.LOOP_DETAIL: hit.detail,
+                },
+            )
+            if run.instruments is not None:
+                run.instruments.loop_detections.add(1, {sc.GEN_AI_WORKFLOW_NAME: run.workflow, sc.LOOP_RULE: hit.rule})
 
     def _message_cost(self, source: str, input_tokens: int, output_tokens: int) -> float | None:
         """The message's usage priced at the model its agent called last in this run."""

@@ -1,0 +1,83 @@
+"""`LoopGuard`: an AutoGen termination condition that stops a looping team gracefully."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Self
+
+from autogen_agentchat.base import TerminatedException, TerminationCondition
+from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, StopMessage
+from autogen_core import Component
+from opentelemetry import trace
+from pydantic import BaseModel
+
+from ._loops import LoopLimits, LoopRules
+from ._parenting import REGISTRY
+
+
+class LoopGuardConfig(BaseModel):
+    max_messages: int | None = None
+    max_repeats: int | None = None
+    token_budget: int | None = None
+    cost_budget_usd: float | None = None
+    time_budget_s: float | None = None
+
+
+class LoopGuard(TerminationCondition, Component[LoopGuardConfig]):
+    """Stops the team after the message that broke a loop rule: `team_condition | LoopGuard()`.
+
+    The stop reason names the rule and the figures ("loop guard: repeat: critic said the same
+    thing 3 times"), the run's stop kind is `loop_guard`, and the team stays reusable. Token and
+    cost budgets count every model call of the run when the run is tapped (speaker selection
+    included), else the messages' usage.
+    """
+
+    component_config_schema = LoopGuardConfig
+    component_provider_override = "otel_agents.LoopGuard"
+
+    def __init__(self, limits: LoopLimits | None = None) -> None:
+        self._limits = limits if limits is not None else LoopLimits()
+        self._rules = LoopRules(self._limits.resolved(os.environ))
+        self._stopped = False
+
+    @property
+    def terminated(self) -> bool:
+        return self._stopped
+
+    async def __call__(self, messages: Sequence[BaseAgentEvent | BaseChatMessage]) -> StopMessage | None:
+        if self._stopped:
+            raise TerminatedException("The loop guard has already stopped this run")
+        node = REGISTRY.lookup(trace.get_current_span().get_span_context())
+        totals = node.run.totals if node is not None and node.run.totals.calls else None
+        for message in messages:
+            hits = self._rules.observe(
+                message,
+                run_tokens=totals.input_tokens + totals.output_tokens if totals is not None else None,
+                run_cost=totals.cost_usd if totals is not None else None,
+            )
+            if hits:
+                self._stopped = True
+                return StopMessage(content=hits[0].reason, source="LoopGuard")
+        return None
+
+    async def reset(self) -> None:
+        self._rules = LoopRules(self._limits.resolved(os.environ))
+        self._stopped = False
+
+    def _to_config(self) -> LoopGuardConfig:
+        limits = self._limits
+        return LoopGuardConfig(
+            max_messages=limits.max_messages,
+            max_repeats=limits.max_repeats,
+            token_budget=limits.token_budget,
+            cost_budget_usd=limits.cost_budget_usd,
+            time_budget_s=limits.time_budget_s,
+        )
+
+    @classmethod
+    def _from_config(cls, config: LoopGuardConfig) -> Self:
+        return cls(LoopLimits(**config.model_dump()))
+
+    def __repr__(self) -> str:
+        return f"LoopGuard({self._limits!r})"

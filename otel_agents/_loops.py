@@ -1,0 +1,213 @@
+"""Runaway loops: the rules, shared by the tap's detector and the `LoopGuard` termination condition.
+
+Rules (a threshold left unset turns its rule off; repeats default to 3):
+
+- `messages`: the run has streamed `max_messages` messages;
+- `repeat`: one source said the same thing `max_repeats` times, or two sources went A-B-A-B
+  `max_repeats` times with nothing new;
+- `tool_storm`: the same tool was called with the same arguments `max_repeats` times;
+- `tokens`: the run used `token_budget` tokens;
+- `cost`: the run cost `cost_budget_usd`;
+- `time`: the run has lasted `time_budget_s` seconds.
+
+Content is hashed in memory to compare it, and never exported: figures name sources and counts only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections import Counter, deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ._config import ConfigError
+
+ENV: Final[Mapping[str, str]] = {
+    "max_messages": "OTEL_AGENTS_MAX_MESSAGES",
+    "max_repeats": "OTEL_AGENTS_MAX_REPEATS",
+    "token_budget": "OTEL_AGENTS_TOKEN_BUDGET",
+    "cost_budget_usd": "OTEL_AGENTS_COST_BUDGET_USD",
+    "time_budget_s": "OTEL_AGENTS_TIME_BUDGET_S",
+}
+_INTEGERS: Final = ("max_messages", "max_repeats", "token_budget")
+
+
+def _check(name: str, value: object, source: str) -> float | int:
+    integer = name in _INTEGERS
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
+        raise ConfigError(f"{source}={value!r}: expected {'a whole number' if integer else 'a number'}")
+    if name == "max_repeats":
+        if value < 2:
+            raise ConfigError(f"{source}={value!r}: expected at least 2")
+    elif not value > 0:  # also refuses NaN
+        raise ConfigError(f"{source}={value!r}: expected a number above 0")
+    return value
+
+
+def _from_env(name: str, environ: Mapping[str, str]) -> float | int | None:
+    variable = ENV[name]
+    raw = (environ.get(variable) or "").strip()
+    if not raw:
+        return None
+    try:
+        value: float | int = int(raw) if name in _INTEGERS else float(raw)
+    except ValueError:
+        kind = "a whole number" if name in _INTEGERS else "a number"
+        raise ConfigError(f"{variable}={raw!r}: expected {kind}") from None
+    return _check(name, value, variable)
+
+
+@dataclass(frozen=True)
+class LoopLimits:
+    """Thresholds of the loop rules: each argument, else its `OTEL_AGENTS_*` variable, else off.
+
+    `max_repeats` defaults to 3. A bad value raises `ConfigError` naming the argument or variable.
+    """
+
+    max_messages: int | None = None
+    max_repeats: int | None = None
+    token_budget: int | None = None
+    cost_budget_usd: float | None = None
+    time_budget_s: float | None = None
+
+    def __post_init__(self) -> None:
+        self.resolved(os.environ)  # validate arguments and variables now
+
+    def resolved(self, environ: Mapping[str, str]) -> ResolvedLimits:
+        values: dict[str, Any] = {}
+        for name in ENV:
+            env_value = _from_env(name, environ)  # validated even when the argument wins
+            argument = getattr(self, name)
+            values[name] = _check(name, argument, name) if argument is not None else env_value
+        if values["max_repeats"] is None:
+            values["max_repeats"] = 3
+        return ResolvedLimits(**values)
+
+
+@dataclass(frozen=True)
+class ResolvedLimits:
+    max_messages: int | None
+    max_repeats: int
+    token_budget: int | None
+    cost_budget_usd: float | None
+    time_budget_s: float | None
+
+
+@dataclass(frozen=True)
+class LoopHit:
+    rule: str
+    detail: str
+    figures: Mapping[str, int | float]
+
+    @property
+    def reason(self) -> str:
+        return f"loop guard: {self.rule}: {self.detail}"
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=8).digest()
+
+
+def _text_of(message: Any) -> str | None:
+    content = getattr(message, "content", None)
+    if isinstance(content, str):
+        return content
+    to_text = getattr(message, "to_text", None)
+    return str(to_text()) if callable(to_text) else None
+
+
+@dataclass
+class LoopRules:
+    """The rules' state for one run. Feed every streamed message to `observe`."""
+
+    limits: ResolvedLimits
+    started: float = field(default_factory=time.monotonic)
+    messages: int = 0
+    tokens: int = 0
+    said: Counter[tuple[str, bytes]] = field(default_factory=Counter)
+    recent: deque[tuple[str, bytes]] = field(default_factory=deque)
+    tool_calls: Counter[tuple[str, bytes]] = field(default_factory=Counter)
+    broken: set[str] = field(default_factory=set)
+
+    def observe(self, message: Any, *, run_tokens: int | None = None, run_cost: float | None = None) -> list[LoopHit]:
+        """The rules this message broke (each rule at most once per run)."""
+        kind = type(message).__name__
+        if kind in ("ModelClientStreamingChunkEvent", "TaskResult"):
+            return []
+        self.messages += 1
+        usage = getattr(message, "models_usage", None)
+        if usage is not None:
+            self.tokens += usage.prompt_tokens + usage.completion_tokens
+        limits = self.limits
+        hits: list[LoopHit] = []
+        if limits.max_messages is not None and self.messages >= limits.max_messages:
+            hits.append(_hit("messages", f"{self.messages} messages", self.messages, limits.max_messages))
+        if kind == "ToolCallRequestEvent":
+            hits.extend(self._tool_storm(getattr(message, "content", None) or []))
+        else:
+            text = _text_of(message)
+            source = str(getattr(message, "source", "unknown"))
+            if text is not None and source != "user":
+                hits.extend(self._repeat(source, _digest(text)))
+        hits.extend(self._budgets(run_tokens if run_tokens is not None else self.tokens, run_cost))
+        new = [hit for hit in _first_per_rule(hits) if hit.rule not in self.broken]
+        self.broken.update(hit.rule for hit in new)
+        return new
+
+    def _tool_storm(self, calls: Sequence[Any]) -> list[LoopHit]:
+        hits = []
+        for call in calls:
+            name = str(getattr(call, "name", ""))
+            key = (name, _digest(str(getattr(call, "arguments", ""))))
+            self.tool_calls[key] += 1
+            count = self.tool_calls[key]
+            if count >= self.limits.max_repeats:
+                detail = f"{name} called with the same arguments {count} times"
+                hits.append(_hit("tool_storm", detail, count, self.limits.max_repeats))
+        return hits
+
+    def _repeat(self, source: str, digest: bytes) -> list[LoopHit]:
+        limit = self.limits.max_repeats
+        key = (source, digest)
+        self.said[key] += 1
+        hits = []
+        if self.said[key] >= limit:
+            hits.append(_hit("repeat", f"{source} said the same thing {self.said[key]} times", self.said[key], limit))
+        recent = self.recent
+        recent.append(key)
+        while len(recent) > 2 * limit:
+            recent.popleft()
+        a, b = recent[0], recent[1] if len(recent) > 1 else recent[0]
+        cycling = len(recent) == 2 * limit and a[0] != b[0] and all(k == (a, b)[i % 2] for i, k in enumerate(recent))
+        if cycling:
+            detail = f"{a[0]} and {b[0]} went back and forth {limit} times with nothing new"
+            hits.append(_hit("repeat", detail, limit, limit))
+        return hits
+
+    def _budgets(self, tokens: int, cost: float | None) -> list[LoopHit]:
+        limits, hits = self.limits, []
+        if limits.token_budget is not None and tokens >= limits.token_budget:
+            hits.append(_hit("tokens", f"{tokens} tokens used", tokens, limits.token_budget))
+        if limits.cost_budget_usd is not None and cost is not None and cost >= limits.cost_budget_usd:
+            hits.append(_hit("cost", f"${cost:.4f} spent", cost, limits.cost_budget_usd))
+        elapsed = time.monotonic() - self.started
+        if limits.time_budget_s is not None and elapsed >= limits.time_budget_s:
+            hits.append(_hit("time", f"{elapsed:.1f} s elapsed", round(elapsed, 3), limits.time_budget_s))
+        return hits
+
+
+def _hit(rule: str, detail: str, count: float, limit: float) -> LoopHit:
+    return LoopHit(rule, detail, {"count": count, "limit": limit})
+
+
+def _first_per_rule(hits: Sequence[LoopHit]) -> list[LoopHit]:
+    seen: set[str] = set()
+    out = []
+    for hit in hits:
+        if hit.rule not in seen:
+            seen.add(hit.rule)
+            out.append(hit)
+    return out
