@@ -1,0 +1,286 @@
+"""Metrics: the contract's instruments (names, units, buckets, attributes), and the dashboard's every
+panel answered by a real Prometheus scraping a process that runs several teams."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+import shutil
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
+from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat
+from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader, Metric
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import otel_agents
+from otel_agents._metrics import (
+    DURATION_BUCKETS,
+    RUN_COST_BUCKETS,
+    RUN_MESSAGES_BUCKETS,
+    TOKEN_BUCKETS,
+    WORKFLOW_DURATION_BUCKETS,
+)
+from tests.support.deploy import DEPLOY
+from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.prometheus import Prometheus, start_prometheus
+from tests.support.teams import openai_client
+
+DASHBOARD = DEPLOY / "grafana" / "dashboards" / "autogen-team-runs.json"
+GRAFANA_VARIABLES = {"$team": ".*", "$__rate_interval": "1m", "$__range": "5m", "$__interval": "15s"}
+
+
+async def drain(stream: Any) -> list[Any]:
+    return [item async for item in stream]
+
+
+def writers(server: OpenAIServer) -> RoundRobinGroupChat:
+    writer = AssistantAgent("writer", model_client=openai_client(server))
+    critic = AssistantAgent("critic", model_client=openai_client(server))
+    return RoundRobinGroupChat([writer, critic], termination_condition=MaxMessageTermination(4), name="writers-room")
+
+
+def selector(server: OpenAIServer) -> SelectorGroupChat:
+    planner = AssistantAgent("planner", model_client=openai_client(server), description="plans")
+    doer = AssistantAgent("doer", model_client=openai_client(server), description="does")
+    return SelectorGroupChat(
+        [planner, doer],
+        model_client=openai_client(server),
+        termination_condition=TextMentionTermination("DONE") | MaxMessageTermination(4),
+        allow_repeated_speaker=True,
+        name="planning",
+    )
+
+
+def looping(server: OpenAIServer) -> RoundRobinGroupChat:
+    writer = AssistantAgent("writer", model_client=openai_client(server))
+    critic = AssistantAgent("critic", model_client=openai_client(server))
+    return RoundRobinGroupChat([writer, critic], termination_condition=MaxMessageTermination(9), name="loopy")
+
+
+async def run_teams(server: OpenAIServer, rounds: int = 1) -> None:
+    server.script = [Reply(text="Not good enough, try again.")]  # the same text every time: a loop
+    for _ in range(rounds):
+        for make in (writers, selector, looping):
+            await drain(otel_agents.tap(make(server).run_stream(task="write a haiku")))
+
+
+def metrics_of(reader: InMemoryMetricReader) -> dict[str, Metric]:
+    data = reader.get_metrics_data()
+    assert data is not None
+    return {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+
+
+def chat_spans(spans: list[ReadableSpan]) -> list[ReadableSpan]:
+    return [s for s in spans if s.name.startswith("chat")]
+
+
+EXPECTED = {
+    "gen_ai.client.token.usage": ("{token}", TOKEN_BUCKETS, {"gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model", "gen_ai.token.type", "gen_ai.agent.name"}),  # noqa: E501
+    "gen_ai.client.operation.duration": ("s", DURATION_BUCKETS, {"gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model", "gen_ai.agent.name", "error.type"}),  # noqa: E501
+    "gen_ai.workflow.duration": ("s", WORKFLOW_DURATION_BUCKETS, {"gen_ai.workflow.name", "otel_agents.stop_kind"}),
+    "otel_agents.cost": ("USD", None, {"gen_ai.workflow.name", "gen_ai.agent.name", "gen_ai.request.model"}),
+    "otel_agents.run.cost": ("USD", RUN_COST_BUCKETS, {"gen_ai.workflow.name"}),
+    "otel_agents.run.messages": ("{message}", RUN_MESSAGES_BUCKETS, {"gen_ai.workflow.name", "otel_agents.stop_kind"}),
+    "otel_agents.runs": ("{run}", None, {"gen_ai.workflow.name", "otel_agents.stop_kind"}),
+    "otel_agents.loop.detections": ("{detection}", None, {"gen_ai.workflow.name", "otel_agents.loop.rule"}),
+}
+
+
+@pytest.fixture
+def measured(openai_server: OpenAIServer) -> Iterator[tuple[InMemoryMetricReader, InMemorySpanExporter]]:
+    reader, exporter = InMemoryMetricReader(), InMemorySpanExporter()
+    with otel_agents.configure(span_exporter=exporter, metric_readers=[reader]) as telemetry:
+        asyncio.run(run_teams(openai_server))
+        telemetry.force_flush()
+        yield reader, exporter
+
+
+def test_instruments_have_the_contracts_names_units_buckets_and_attributes(
+    measured: tuple[InMemoryMetricReader, InMemorySpanExporter],
+) -> None:
+    reader, _ = measured
+    metrics = metrics_of(reader)
+    for name, (unit, buckets, allowed) in EXPECTED.items():
+        metric = metrics[name]
+        assert metric.unit == unit, name
+        for point in metric.data.data_points:
+            assert set(point.attributes) <= allowed, (name, set(point.attributes) - allowed)
+            if buckets is not None:
+                assert isinstance(point, HistogramDataPoint)
+                assert list(point.explicit_bounds) == pytest.approx(buckets), name
+    assert TOKEN_BUCKETS[0] == 1 and TOKEN_BUCKETS[-1] == 67108864
+    assert DURATION_BUCKETS[0] == 0.01 and DURATION_BUCKETS[-1] == pytest.approx(81.92)
+    assert RUN_MESSAGES_BUCKETS[-1] == 1024
+
+
+def test_metric_sums_equal_the_spans(measured: tuple[InMemoryMetricReader, InMemorySpanExporter]) -> None:
+    reader, exporter = measured
+    metrics = metrics_of(reader)
+    calls = chat_spans(list(exporter.get_finished_spans()))
+    tokens = {
+        kind: sum(p.sum for p in metrics["gen_ai.client.token.usage"].data.data_points if p.attributes["gen_ai.token.type"] == kind)
+        for kind in ("input", "output")
+    }
+    assert tokens["input"] == sum(c.attributes["gen_ai.usage.input_tokens"] for c in calls)
+    assert tokens["output"] == sum(c.attributes["gen_ai.usage.output_tokens"] for c in calls)
+    cost = sum(p.value for p in metrics["otel_agents.cost"].data.data_points)
+    assert cost == pytest.approx(sum(c.attributes["otel_agents.cost.usd"] for c in calls))
+    runs = {tuple(sorted(p.attributes.items())): p.value for p in metrics["otel_agents.runs"].data.data_points}
+    assert sum(runs.values()) == 3
+    rules = {p.attributes["otel_agents.loop.rule"] for p in metrics["otel_agents.loop.detections"].data.data_points}
+    assert "repeat" in rules
+
+
+def test_no_run_id_or_other_unbounded_value_is_a_metric_attribute(
+    measured: tuple[InMemoryMetricReader, InMemorySpanExporter],
+) -> None:
+    reader, _ = measured
+    for metric in metrics_of(reader).values():
+        for point in metric.data.data_points:
+            for key, value in point.attributes.items():
+                assert key != "otel_agents.run.id"
+                assert not re.fullmatch(r"[0-9a-f]{32}", str(value)), (metric.name, key)
+
+
+@pytest.fixture
+def prometheus_and_team_process(
+    tmp_path: Path, openai_server: OpenAIServer
+) -> Iterator[tuple[Prometheus, otel_agents.Telemetry, InMemorySpanExporter]]:
+    exporter = InMemorySpanExporter()
+    telemetry = otel_agents.configure(span_exporter=exporter, prometheus=("127.0.0.1", 0))
+    assert telemetry.prometheus is not None
+    server = start_prometheus(tmp_path, [f"127.0.0.1:{telemetry.prometheus.port}"])
+    try:
+        yield server, telemetry, exporter
+    finally:
+        server.stop()
+        telemetry.shutdown()
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    dashboard = json.loads(DASHBOARD.read_text())
+    queries = []
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            expr = target["expr"]
+            for variable, value in GRAFANA_VARIABLES.items():
+                expr = expr.replace(variable, value)
+            assert "$" not in expr, f"unsubstituted variable in {panel['title']}: {expr}"
+            queries.append((panel["title"], expr))
+    return queries
+
+
+def test_the_dashboard_has_the_panels_the_issue_lists() -> None:
+    titles = {panel["title"] for panel in json.loads(DASHBOARD.read_text())["panels"]}
+    assert {
+        "Cost per run (median, p95, max)",
+        "Cost by team",
+        "Cost by agent",
+        "Cost by model",
+        "Tokens by agent",
+        "Runs by stop kind",
+        "Run duration (median, p95)",
+        "Messages per run (median, p95)",
+        "Loop detections",
+    } <= titles
+    dashboard = json.loads(DASHBOARD.read_text())
+    assert dashboard["title"] == "AutoGen team runs"
+    assert {p["datasource"]["uid"] for p in dashboard["panels"]} == {"prometheus"}
+
+
+async def test_every_dashboard_panel_returns_data_from_a_real_prometheus(
+    prometheus_and_team_process: tuple[Prometheus, otel_agents.Telemetry, InMemorySpanExporter],
+    openai_server: OpenAIServer,
+) -> None:
+    prometheus, telemetry, exporter = prometheus_and_team_process
+    deadline = time.monotonic() + 8  # several scrapes while teams run, so rates are not zero
+    while time.monotonic() < deadline:
+        await run_teams(openai_server)
+        await asyncio.sleep(0.3)
+
+    missing = []
+    for title, expr in dashboard_queries():
+        finite = []
+        for _ in range(40):
+            finite = [r for r in prometheus.query(expr) if math.isfinite(float(r["value"][1]))]
+            if finite:
+                break
+            await asyncio.sleep(0.5)
+        if not finite:
+            missing.append(f"{title}: {expr}")
+    assert not missing, "panels without data:\n" + "\n".join(missing)
+
+    # Prometheus's totals equal the spans' (scraped after the last run)
+    assert telemetry.force_flush()
+    calls = chat_spans(list(exporter.get_finished_spans()))
+    await asyncio.sleep(2.5)
+    (tokens,) = prometheus.query("sum(gen_ai_client_token_usage_sum)")
+    assert float(tokens["value"][1]) == sum(
+        c.attributes["gen_ai.usage.input_tokens"] + c.attributes["gen_ai.usage.output_tokens"] for c in calls
+    )
+    (cost,) = prometheus.query("sum(otel_agents_cost_USD_total)")
+    assert float(cost["value"][1]) == pytest.approx(sum(c.attributes["otel_agents.cost.usd"] for c in calls))
+
+
+def test_exposition_names_units_and_promtool(
+    prometheus_and_team_process: tuple[Prometheus, otel_agents.Telemetry, InMemorySpanExporter],
+    openai_server: OpenAIServer,
+) -> None:
+    _, telemetry, _ = prometheus_and_team_process
+    asyncio.run(run_teams(openai_server))
+    assert telemetry.prometheus is not None
+    url = f"http://{telemetry.prometheus.host}:{telemetry.prometheus.port}/metrics"
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.MULTILINE))
+    assert types["gen_ai_client_token_usage"] == "histogram"
+    assert types["gen_ai_client_operation_duration_seconds"] == "histogram"
+    assert types["gen_ai_workflow_duration_seconds"] == "histogram"
+    assert types["otel_agents_cost_USD_total"] == "counter"
+    assert types["otel_agents_run_cost_USD"] == "histogram"
+    assert types["otel_agents_run_messages"] == "histogram"
+    assert types["otel_agents_runs_total"] == "counter"
+    assert types["otel_agents_loop_detections_total"] == "counter"
+    assert types["otel_agents_spans_dropped_total"] == "counter"
+    assert 'le="67108864.0"' in text and 'le="81.92"' in text
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool (Debian's prometheus package) is not installed"
+    done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_prometheus_endpoint_binds_127_0_0_1_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "prometheus")
+    monkeypatch.setenv("OTEL_EXPORTER_PROMETHEUS_PORT", "0")
+    with otel_agents.configure(store=False, set_global=False) as telemetry:
+        assert telemetry.prometheus is not None and telemetry.prometheus.host == "127.0.0.1"
+    assert telemetry.settings.prometheus == ("127.0.0.1", 0)
+
+
+@pytest.mark.parametrize(
+    ("env", "kwargs", "message"),
+    [
+        ({"OTEL_EXPORTER_PROMETHEUS_PORT": "http"}, {}, "OTEL_EXPORTER_PROMETHEUS_PORT='http'"),
+        ({"OTEL_EXPORTER_PROMETHEUS_PORT": "70000"}, {}, "OTEL_EXPORTER_PROMETHEUS_PORT='70000'"),
+        ({}, {"prometheus": ("127.0.0.1", "9464")}, "prometheus=('127.0.0.1', '9464')"),
+        ({}, {"prometheus": "yes"}, "prometheus='yes'"),
+    ],
+)
+def test_bad_prometheus_settings_are_refused(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], kwargs: dict[str, Any], message: str
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(otel_agents.ConfigError) as raised:
+        otel_agents.configure(set_global=False, store=False, **kwargs)
+    assert message in str(raised.value)
