@@ -3,8 +3,8 @@
 Rules (a threshold left unset turns its rule off; repeats default to 3):
 
 - `messages`: the run has streamed `max_messages` messages;
-- `repeat`: one source said the same thing `max_repeats` times, or two sources went A-B-A-B
-  `max_repeats` times with nothing new;
+- `repeat`: one source said the same thing `max_repeats` times (so an A-B-A-B cycle with nothing
+  new is caught when A, then B, have repeated themselves that often);
 - `tool_storm`: the same tool was called with the same arguments `max_repeats` times;
 - `tokens`: the run used `token_budget` tokens;
 - `cost`: the run cost `cost_budget_usd`;
@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -35,15 +35,16 @@ ENV: Final[Mapping[str, str]] = {
 _INTEGERS: Final = ("max_messages", "max_repeats", "token_budget")
 
 
-def _check(name: str, value: object, source: str) -> float | int:
+def _check(name: str, value: object, source: str, raw: str | None = None) -> float | int:
+    shown = repr(raw if raw is not None else value)
     integer = name in _INTEGERS
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
-        raise ConfigError(f"{source}={value!r}: expected {'a whole number' if integer else 'a number'}")
+        raise ConfigError(f"{source}={shown}: expected {'a whole number' if integer else 'a number'}")
     if name == "max_repeats":
         if value < 2:
-            raise ConfigError(f"{source}={value!r}: expected at least 2")
+            raise ConfigError(f"{source}={shown}: expected at least 2")
     elif not value > 0:  # also refuses NaN
-        raise ConfigError(f"{source}={value!r}: expected a number above 0")
+        raise ConfigError(f"{source}={shown}: expected a number above 0")
     return value
 
 
@@ -57,7 +58,7 @@ def _from_env(name: str, environ: Mapping[str, str]) -> float | int | None:
     except ValueError:
         kind = "a whole number" if name in _INTEGERS else "a number"
         raise ConfigError(f"{variable}={raw!r}: expected {kind}") from None
-    return _check(name, value, variable)
+    return _check(name, value, variable, raw)
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,6 @@ class LoopRules:
     messages: int = 0
     tokens: int = 0
     said: Counter[tuple[str, bytes]] = field(default_factory=Counter)
-    recent: deque[tuple[str, bytes]] = field(default_factory=deque)
     tool_calls: Counter[tuple[str, bytes]] = field(default_factory=Counter)
     broken: set[str] = field(default_factory=set)
 
@@ -170,22 +170,12 @@ class LoopRules:
         return hits
 
     def _repeat(self, source: str, digest: bytes) -> list[LoopHit]:
-        limit = self.limits.max_repeats
+        """Counts every earlier occurrence, not only the last: an A-B-A-B cycle with nothing new
+        makes each of A and B repeat themselves, so it is caught here too."""
         key = (source, digest)
         self.said[key] += 1
-        hits = []
-        if self.said[key] >= limit:
-            hits.append(_hit("repeat", f"{source} said the same thing {self.said[key]} times", self.said[key], limit))
-        recent = self.recent
-        recent.append(key)
-        while len(recent) > 2 * limit:
-            recent.popleft()
-        a, b = recent[0], recent[1] if len(recent) > 1 else recent[0]
-        cycling = len(recent) == 2 * limit and a[0] != b[0] and all(k == (a, b)[i % 2] for i, k in enumerate(recent))
-        if cycling:
-            detail = f"{a[0]} and {b[0]} went back and forth {limit} times with nothing new"
-            hits.append(_hit("repeat", detail, limit, limit))
-        return hits
+        count, limit = self.said[key], self.limits.max_repeats
+        return [_hit("repeat", f"{source} said the same thing {count} times", count, limit)] if count >= limit else []
 
     def _budgets(self, tokens: int, cost: float | None) -> list[LoopHit]:
         limits, hits = self.limits, []

@@ -86,8 +86,22 @@ def chat_spans(spans: list[ReadableSpan]) -> list[ReadableSpan]:
 
 
 EXPECTED = {
-    "gen_ai.client.token.usage": ("{token}", TOKEN_BUCKETS, {"gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model", "gen_ai.token.type", "gen_ai.agent.name"}),  # noqa: E501
-    "gen_ai.client.operation.duration": ("s", DURATION_BUCKETS, {"gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model", "gen_ai.agent.name", "error.type"}),  # noqa: E501
+    "gen_ai.client.token.usage": (
+        "{token}",
+        TOKEN_BUCKETS,
+        {
+            "gen_ai.operation.name",
+            "gen_ai.provider.name",
+            "gen_ai.request.model",
+            "gen_ai.token.type",
+            "gen_ai.agent.name",
+        },
+    ),
+    "gen_ai.client.operation.duration": (
+        "s",
+        DURATION_BUCKETS,
+        {"gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model", "gen_ai.agent.name", "error.type"},
+    ),
     "gen_ai.workflow.duration": ("s", WORKFLOW_DURATION_BUCKETS, {"gen_ai.workflow.name", "otel_agents.stop_kind"}),
     "otel_agents.cost": ("USD", None, {"gen_ai.workflow.name", "gen_ai.agent.name", "gen_ai.request.model"}),
     "otel_agents.run.cost": ("USD", RUN_COST_BUCKETS, {"gen_ai.workflow.name"}),
@@ -129,7 +143,11 @@ def test_metric_sums_equal_the_spans(measured: tuple[InMemoryMetricReader, InMem
     metrics = metrics_of(reader)
     calls = chat_spans(list(exporter.get_finished_spans()))
     tokens = {
-        kind: sum(p.sum for p in metrics["gen_ai.client.token.usage"].data.data_points if p.attributes["gen_ai.token.type"] == kind)
+        kind: sum(
+            p.sum
+            for p in metrics["gen_ai.client.token.usage"].data.data_points
+            if p.attributes["gen_ai.token.type"] == kind
+        )
         for kind in ("input", "output")
     }
     assert tokens["input"] == sum(c.attributes["gen_ai.usage.input_tokens"] for c in calls)
