@@ -74,3 +74,51 @@ def test_the_pipeline_check_finds_undefined_components() -> None:
         "pipeline traces: receiver jaeger is not defined",
         "pipeline traces: processor batch is not defined",
     ]
+
+
+def test_metrics_flow_collector_to_prometheus_to_grafana_and_alertmanager() -> None:
+    services = load(DEPLOY / "docker-compose.yml")["services"]
+    collector = load(DEPLOY / "otel-collector" / "config.yaml")
+    assert collector["service"]["pipelines"]["metrics"]["exporters"] == ["prometheus"]
+    exporter_port = collector["exporters"]["prometheus"]["endpoint"].rsplit(":", 1)[1]
+
+    prometheus = load(DEPLOY / "prometheus" / "prometheus.yml")
+    targets = [t for job in prometheus["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]]
+    assert targets == [f"otel-collector:{exporter_port}"]
+    mounted = {v.split(":")[1]: v.split(":")[0] for v in services["prometheus"]["volumes"]}
+    assert prometheus["rule_files"] == ["/etc/prometheus/rules.yml"]
+    assert mounted["/etc/prometheus/rules.yml"] == "./prometheus/rules.yml"
+    (alertmanager,) = prometheus["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"]
+    assert alertmanager.split(":")[0] in services and alertmanager.endswith(":9093")
+
+    datasource = load(DEPLOY / "grafana" / "provisioning" / "datasources" / "prometheus.yml")["datasources"][0]
+    assert (datasource["type"], datasource["uid"], datasource["url"]) == (
+        "prometheus",
+        "prometheus",
+        "http://prometheus:9090",
+    )
+    grafana_mounts = {v.split(":")[1]: v.split(":")[0] for v in services["grafana"]["volumes"]}
+    provider = load(DEPLOY / "grafana" / "provisioning" / "dashboards" / "otel-agents.yml")["providers"][0]
+    assert grafana_mounts[provider["options"]["path"]] == "./grafana/dashboards"
+    assert grafana_mounts["/etc/grafana/provisioning"] == "./grafana/provisioning"
+
+
+def test_prometheus_and_alertmanager_configs_are_valid(tmp_path: Path) -> None:
+    promtool = shutil.which("promtool")
+    amtool = shutil.which("amtool")
+    if promtool is None or amtool is None:
+        if os.environ.get("CI"):
+            pytest.fail("promtool/amtool missing: scripts/test.sh installs Debian's prometheus packages")
+        pytest.skip("promtool/amtool not installed")
+    config = (DEPLOY / "prometheus" / "prometheus.yml").read_text()
+    local = tmp_path / "prometheus.yml"
+    local.write_text(config.replace("/etc/prometheus/rules.yml", str(DEPLOY / "prometheus" / "rules.yml")))
+    done = subprocess.run([promtool, "check", "config", str(local)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = subprocess.run(
+        [amtool, "check-config", str(DEPLOY / "alertmanager" / "alertmanager.yml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
