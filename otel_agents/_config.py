@@ -8,6 +8,7 @@ OTLP header values are secrets: errors name the variable and the entry's positio
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -336,6 +337,8 @@ def _prometheus(
     argument: object, metrics_exporters: tuple[str, ...], environ: Mapping[str, str]
 ) -> tuple[str, int] | None:
     host = _env(environ, OTEL_EXPORTER_PROMETHEUS_HOST)
+    if host is not None and not re.fullmatch(r"[A-Za-z0-9._:\-\[\]]+", host):
+        raise ConfigError(f"{OTEL_EXPORTER_PROMETHEUS_HOST}={host!r}: expected a host name or address")
     port_value = _number(environ, OTEL_EXPORTER_PROMETHEUS_PORT, integer=True)
     if port_value is not None and not 0 <= port_value <= 65535:
         raise ConfigError(

@@ -217,6 +217,12 @@ def configure(
         prometheus=prometheus,
         span_exporter_given=span_exporter is not None,
     )
+    if span_exporter is not None and not callable(getattr(span_exporter, "export", None)):
+        raise ConfigError(f"span_exporter={span_exporter!r}: expected a SpanExporter")
+    if metric_readers is not None and (
+        isinstance(metric_readers, (str, bytes)) or not all(hasattr(r, "collect") for r in metric_readers)
+    ):
+        raise ConfigError(f"metric_readers={metric_readers!r}: expected a list of MetricReader")
     if loop_limits is not None and not isinstance(loop_limits, LoopLimits):
         raise ConfigError(f"loop_limits={loop_limits!r}: expected an otel_agents.LoopLimits")
     limits = (loop_limits or LoopLimits()).resolved(os.environ)  # validates OTEL_AGENTS_* thresholds

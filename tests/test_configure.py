@@ -258,3 +258,22 @@ def test_without_configure_the_applications_global_providers_are_used() -> None:
     assert "invoke_workflow writers-room" in result["names"]
     assert "message writer" in result["names"]
     assert result["traces"] == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "env", "message"),
+    [
+        ({"span_exporter": "jaeger"}, {}, "span_exporter='jaeger'"),
+        ({"metric_readers": ["prometheus"]}, {}, "metric_readers=['prometheus']"),
+        ({"loop_limits": {"max_messages": 5}}, {}, "loop_limits={'max_messages': 5}"),
+        ({}, {"OTEL_EXPORTER_PROMETHEUS_HOST": "my host!"}, "OTEL_EXPORTER_PROMETHEUS_HOST='my host!'"),
+    ],
+)
+def test_bad_arguments_are_refused(
+    clean_env: pytest.MonkeyPatch, kwargs: dict[str, Any], env: dict[str, str], message: str
+) -> None:
+    for name, value in env.items():
+        clean_env.setenv(name, value)
+    with pytest.raises(otel_agents.ConfigError) as raised:
+        otel_agents.configure(**kwargs)
+    assert message in str(raised.value)
