@@ -1,0 +1,241 @@
+"""Overhead of tracing AutoGen team runs, side by side in one sitting.
+
+    python -m benchmarks            # the full tables, written to BENCHMARKS.md
+    python -m benchmarks --quick    # a few runs of each, to prove it works (CI)
+
+Each mode lives in a worker process of its own, instrumented as a user would instrument it
+(untraced; AutoGen's built-in tracing; OpenInference's AgentChat instrumentor; otel-agents, with
+runtime spans off and nested). Traced modes export to the same counting sink behind a batch
+processor. The coordinator asks the workers for one run at a time, in a new random order each
+round, so every mode sees the same machine conditions. It reports medians, min-max, the ratio of
+medians to the untraced run, and spans per run; then the memory a 10,000-message run adds through
+the tap, and otel-agents exporting over OTLP to a real local Phoenix, if one can be started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.workloads import MODES, WORKLOADS, one_run, set_up  # noqa: E402
+
+
+def _worker(mode: str, connection: Connection, endpoint: str | None) -> None:
+    """Serve runs for one mode until told to stop."""
+    import logging
+
+    logging.disable(logging.WARNING)
+    try:
+        state = set_up(mode, endpoint=endpoint)
+        connection.send(("ready", None))
+    except Exception as error:  # a mode that cannot be set up (a missing optional package)
+        connection.send(("unavailable", f"{type(error).__name__}: {error}"))
+        return
+    loop = asyncio.new_event_loop()
+    while True:
+        request = connection.recv()
+        if request is None:
+            break
+        workload, base_url = request
+        connection.send(loop.run_until_complete(one_run(state, workload, base_url)))
+    loop.close()
+
+
+def _memory_worker(traced: bool, messages: int, connection: Connection) -> None:
+    """Peak memory (tracemalloc) of one long run, with or without the tap."""
+    import logging
+    import tracemalloc
+
+    logging.disable(logging.WARNING)
+    state = set_up("otel-agents" if traced else "untraced")
+    from benchmarks.workloads import build
+
+    async def run() -> None:
+        team = build(f"replay-{messages}", None)
+        tracemalloc.start()
+        async for _ in state.tap(team.run_stream(task="go")):
+            pass
+
+    asyncio.run(run())
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    connection.send(peak)
+
+
+class Workers:
+    def __init__(self, modes: list[str], endpoint: str | None = None) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.pipes: dict[str, Connection] = {}
+        self.processes: list[Any] = []
+        self.unavailable: dict[str, str] = {}
+        for mode in modes:
+            parent, child = context.Pipe()
+            process = context.Process(target=_worker, args=(mode, child, endpoint), daemon=True)
+            process.start()
+            status, detail = parent.recv()
+            if status == "ready":
+                self.pipes[mode] = parent
+                self.processes.append(process)
+            else:
+                self.unavailable[mode] = detail
+                process.join(timeout=10)
+
+    def run(self, mode: str, workload: str, base_url: str | None) -> tuple[float, int]:
+        self.pipes[mode].send((workload, base_url))
+        result: tuple[float, int] = self.pipes[mode].recv()
+        return result
+
+    def close(self) -> None:
+        for pipe in self.pipes.values():
+            pipe.send(None)
+        for process in self.processes:
+            process.join(timeout=30)
+
+
+def measure(workers: Workers, workload: str, rounds: int, base_url: str | None) -> dict[str, dict[str, Any]]:
+    modes = list(workers.pipes)
+    for mode in modes:  # warm up each worker: imports, caches, first-call costs
+        workers.run(mode, workload, base_url)
+    samples: dict[str, list[float]] = {m: [] for m in modes}
+    spans: dict[str, list[int]] = {m: [] for m in modes}
+    for _ in range(rounds):
+        random.shuffle(modes)
+        for mode in modes:
+            took, count = workers.run(mode, workload, base_url)
+            samples[mode].append(took)
+            spans[mode].append(count)
+    base = statistics.median(samples["untraced"])
+    return {
+        mode: {
+            "median_ms": statistics.median(samples[mode]) * 1e3,
+            "min_ms": min(samples[mode]) * 1e3,
+            "max_ms": max(samples[mode]) * 1e3,
+            "ratio": statistics.median(samples[mode]) / base,
+            "spans": statistics.median(spans[mode]),
+            "runs": len(samples[mode]),
+        }
+        for mode in sorted(samples, key=MODES.index)
+    }
+
+
+def memory(messages: int) -> dict[str, float]:
+    context = multiprocessing.get_context("spawn")
+    peaks = {}
+    for traced in (False, True):
+        parent, child = context.Pipe()
+        process = context.Process(target=_memory_worker, args=(traced, messages, child), daemon=True)
+        process.start()
+        peaks["tap" if traced else "untraced"] = parent.recv() / 1e6
+        process.join(timeout=60)
+    peaks["added_mb"] = peaks["tap"] - peaks["untraced"]
+    return peaks
+
+
+def phoenix_overhead(rounds: int) -> dict[str, dict[str, Any]] | str:
+    executable = os.environ.get("OTEL_AGENTS_TEST_PHOENIX") or str(ROOT / ".venv-phoenix" / "bin" / "phoenix")
+    if not Path(executable).exists():
+        return "skipped: no Phoenix (scripts/bench.sh installs it into .venv-phoenix)"
+    import tempfile
+
+    from tests.support.phoenix import start_phoenix, stop_phoenix
+
+    with tempfile.TemporaryDirectory() as workdir:
+        phoenix = start_phoenix(executable, Path(workdir))
+        os.environ["OTEL_METRICS_EXPORTER"] = "none"
+        workers = Workers(["untraced", "otel-agents"], endpoint=phoenix.http_endpoint)
+        try:
+            return measure(workers, "replay-5", rounds, None)
+        finally:
+            workers.close()
+            stop_phoenix(phoenix)
+
+
+def table(results: dict[str, dict[str, Any]]) -> list[str]:
+    lines = ["| mode | median ms | min-max ms | ratio to untraced | spans per run |", "|---|---:|---:|---:|---:|"]
+    for mode, r in results.items():
+        lines.append(
+            f"| {mode} | {r['median_ms']:.2f} | {r['min_ms']:.2f}-{r['max_ms']:.2f} | {r['ratio']:.2f}x | {r['spans']:g} |"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a few runs of each, to prove it works")
+    parser.add_argument("--rounds", type=int, help="runs per mode and workload (default 40, quick 3)")
+    parser.add_argument("--out", type=Path, default=ROOT / "BENCHMARKS.md", help="where to write the tables")
+    parser.add_argument("--json", type=Path, help="also write the numbers as JSON")
+    args = parser.parse_args(argv)
+    rounds = args.rounds or (3 if args.quick else 40)
+    messages = 1000 if args.quick else 10_000
+
+    from tests.support.openai_server import OpenAIServer, Reply
+
+    command = "python -m benchmarks" + (" --quick" if args.quick else "") + (f" --rounds {args.rounds}" if args.rounds else "")
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    results: dict[str, Any] = {}
+    workers = Workers(list(MODES))
+    try:
+        with OpenAIServer(script=[Reply(tool_call=("lookup", {"city": "Oslo"})), Reply(text="12 degrees.")]) as server:
+            for workload in WORKLOADS:
+                if workload == "openai-tool":
+                    server.script = [Reply(tool_call=("lookup", {"city": "Oslo"})), Reply(text="12 degrees.")] * 10_000
+                results[workload] = measure(workers, workload, max(2, rounds // (4 if workload == "replay-100" else 1)), server.base_url)
+                print(f"\n{workload}")
+                print("\n".join(table(results[workload])))
+    finally:
+        workers.close()
+    results["memory"] = memory(messages)
+    print(f"\nmemory of a {messages}-message run: {json.dumps(results['memory'])}")
+    results["phoenix"] = phoenix_overhead(rounds)
+    print(f"\nOTLP to Phoenix: {results['phoenix']}")
+
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Command: `{command}` · machine: {machine} · date: {when}.",
+        "Medians of runs alternated mode by mode in random order; each mode in a process of its own;",
+        "traced modes export to a counting sink behind a batch processor. Ratios are to the untraced run.",
+    ]
+    if workers.unavailable:
+        lines.append("Modes that could not be set up: " + "; ".join(f"{m}: {d}" for m, d in workers.unavailable.items()))
+    for workload in WORKLOADS:
+        lines += ["", f"## {workload}", "", *table(results[workload])]
+    mem = results["memory"]
+    lines += [
+        "",
+        f"## Memory of a {messages:,}-message run (tracemalloc peak)",
+        "",
+        f"untraced {mem['untraced']:.1f} MB, through the tap {mem['tap']:.1f} MB: **{mem['added_mb']:.1f} MB added**.",
+        "",
+        "## otel-agents exporting over OTLP/HTTP to a local Phoenix (replay-5)",
+        "",
+    ]
+    lines += table(results["phoenix"]) if isinstance(results["phoenix"], dict) else [results["phoenix"]]
+    args.out.write_text("\n".join(lines) + "\n" + NOTES)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+NOTES = ""
+
+if __name__ == "__main__":
+    raise SystemExit(main())

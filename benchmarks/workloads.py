@@ -1,0 +1,132 @@
+"""The benchmark's workloads and tracing modes, each set up the way a user would set it up."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+MODES = ("untraced", "autogen", "openinference", "otel-agents", "otel-agents-nested")
+WORKLOADS = ("replay-5", "replay-100", "openai-tool")
+
+
+class CountingExporter(SpanExporter):
+    """Counts spans and drops them: every traced mode exports to the same sink."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.spans += len(spans)
+        return SpanExportResult.SUCCESS
+
+
+@dataclass
+class Mode:
+    name: str
+    exporter: CountingExporter | None = None
+    flush: Callable[[], Any] = lambda: None
+    tap: Callable[[Any], AsyncIterator[Any]] = field(default=lambda stream: stream)
+
+
+def set_up(mode: str, *, endpoint: str | None = None) -> Mode:
+    """Instrument this process for `mode` (once; a process runs one mode)."""
+    if mode == "untraced":
+        os.environ["AUTOGEN_DISABLE_RUNTIME_TRACING"] = "true"
+        return Mode(mode)
+    if mode in ("autogen", "openinference"):
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        exporter = CountingExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        if mode == "openinference":
+            from openinference.instrumentation.autogen_agentchat import AutogenAgentChatInstrumentor
+
+            AutogenAgentChatInstrumentor().instrument(tracer_provider=provider)
+        return Mode(mode, exporter, provider.force_flush)
+    if mode in ("otel-agents", "otel-agents-nested"):
+        import otel_agents
+
+        runtime_spans = "nested" if mode.endswith("nested") else "off"
+        exporter = CountingExporter()
+        if endpoint is not None:  # a real backend behind the batch processor instead
+            telemetry = otel_agents.configure(endpoint=endpoint, runtime_spans=runtime_spans, store=False)
+        else:
+            telemetry = otel_agents.configure(span_exporter=exporter, runtime_spans=runtime_spans)
+        return Mode(mode, exporter if endpoint is None else None, telemetry.force_flush, otel_agents.tap)
+    raise ValueError(f"unknown mode {mode!r}")
+
+
+def _replay(replies: int) -> Any:
+    from autogen_core.models import CreateResult, RequestUsage
+    from autogen_ext.models.replay import ReplayChatCompletionClient
+
+    info = {"vision": False, "function_calling": True, "json_output": False, "family": "gpt-4o", "structured_output": False}
+    results = [
+        CreateResult(finish_reason="stop", content=f"draft {i}", usage=RequestUsage(prompt_tokens=20, completion_tokens=3), cached=False)
+        for i in range(replies)
+    ]
+    return ReplayChatCompletionClient(results, model_info=info)  # type: ignore[arg-type]
+
+
+def replay_team(messages: int) -> Any:
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_agentchat.conditions import MaxMessageTermination
+    from autogen_agentchat.teams import RoundRobinGroupChat
+    from autogen_core.model_context import BufferedChatCompletionContext
+
+    agents = [
+        AssistantAgent(name, model_client=_replay(messages), model_context=BufferedChatCompletionContext(buffer_size=4))
+        for name in ("writer", "critic")
+    ]
+    return RoundRobinGroupChat(agents, termination_condition=MaxMessageTermination(messages), name=f"replay-{messages}")
+
+
+def openai_team(base_url: str) -> Any:
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_agentchat.conditions import MaxMessageTermination
+    from autogen_agentchat.teams import RoundRobinGroupChat
+    from autogen_ext.models.openai import OpenAIChatCompletionClient
+
+    async def lookup(city: str) -> str:
+        """Look a city up."""
+        return f"{city}: 12 degrees"
+
+    client = OpenAIChatCompletionClient(model="gpt-4o-mini", base_url=base_url, api_key="bench", max_retries=0)
+    agent = AssistantAgent("assistant", model_client=client, tools=[lookup], reflect_on_tool_use=True)
+    return RoundRobinGroupChat([agent], termination_condition=MaxMessageTermination(2), name="openai-tool")
+
+
+def build(workload: str, base_url: str | None) -> Any:
+    if workload == "replay-5":
+        return replay_team(5)
+    if workload == "replay-100":
+        return replay_team(100)
+    if workload.startswith("replay-"):
+        return replay_team(int(workload.split("-", 1)[1]))
+    if workload == "openai-tool":
+        assert base_url is not None
+        return openai_team(base_url)
+    raise ValueError(f"unknown workload {workload!r}")
+
+
+async def one_run(mode: Mode, workload: str, base_url: str | None) -> tuple[float, int]:
+    """(seconds, spans) of one run: the team is built before the clock starts."""
+    team = build(workload, base_url)
+    before = mode.exporter.spans if mode.exporter is not None else 0
+    started = time.perf_counter()
+    async for _item in mode.tap(team.run_stream(task="write a haiku about tracing")):
+        pass
+    took = time.perf_counter() - started
+    mode.flush()
+    spans = (mode.exporter.spans - before) if mode.exporter is not None else 0
+    return took, spans
