@@ -99,7 +99,7 @@ class ModelCall:
         self.node: Node | None = REGISTRY.lookup(trace.get_current_span().get_span_context())
         if self.node is not None and self.node.agent is not None and not self.node.is_runtime:
             attributes[sc.GEN_AI_AGENT_NAME] = self.node.agent
-        tracer = telemetry.tracer_provider.get_tracer("otel_agents")
+        tracer = telemetry.tracer_provider.get_tracer("otel_agents")  # cached by the provider
         name = f"{sc.OPERATION_CHAT} {self.model}" if self.model else sc.OPERATION_CHAT
         self.span = tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
         self.context = trace.set_span_in_context(self.span)

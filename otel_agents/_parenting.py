@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind
@@ -313,10 +314,8 @@ class RunAwareTracer(trace.Tracer):
         elif role is Role.TURN:
             agent = attributes.get(sc.GEN_AI_AGENT_NAME) if attributes else None
             REGISTRY.add(own, Node(run, own, cause.workflow, False, agent if isinstance(agent, str) else None))
-        elif cause.is_runtime:
-            REGISTRY.add(own, Node(run, cause.workflow, cause.workflow, is_runtime=False))
-        else:
-            REGISTRY.add(own, Node(run, cause.anchor, cause.workflow, False, cause.agent))
+        # Other spans (model calls, tools, your own) are not registered: spans under them keep their
+        # parent as it is, which is already inside the run. That keeps a long run's registry small.
         return span
 
     @_agnosticcontextmanager
@@ -335,6 +334,13 @@ class RunAwareTracer(trace.Tracer):
         span = self.start_span(
             name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
         )
+        if not span.is_recording():  # a stand-in or a dropped span: only its context matters
+            token = otel_context.attach(trace.set_span_in_context(span))
+            try:
+                yield span
+            finally:
+                otel_context.detach(token)
+            return
         with trace.use_span(
             span,
             end_on_exit=end_on_exit,
@@ -354,6 +360,7 @@ class RunAwareTracerProvider(trace.TracerProvider):
     ) -> None:
         self.delegate = delegate
         self.runtime_spans = runtime_spans
+        self._tracers: dict[tuple[str, str | None, str | None], RunAwareTracer] = {}
 
     def accepts(self, run: Run) -> bool:
         """Whether spans of `run` started through this provider are placed in the run."""
@@ -366,7 +373,13 @@ class RunAwareTracerProvider(trace.TracerProvider):
         schema_url: str | None = None,
         attributes: types.Attributes = None,
     ) -> trace.Tracer:
-        return RunAwareTracer(self, instrumenting_module_name, instrumenting_library_version, schema_url, attributes)
+        if attributes:  # rare: not worth a cache key
+            return RunAwareTracer(self, instrumenting_module_name, instrumenting_library_version, schema_url, attributes)
+        key = (instrumenting_module_name, instrumenting_library_version, schema_url)
+        tracer = self._tracers.get(key)
+        if tracer is None:  # AutoGen asks for a tracer on every span: one per name, reused
+            tracer = self._tracers[key] = RunAwareTracer(self, *key, None)
+        return tracer
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         flush = getattr(self.delegate(), "force_flush", None)

@@ -99,15 +99,21 @@ def base_names(model: str) -> list[str]:
 class PriceTable:
     def __init__(self, overrides: Mapping[str, Price] | None = None) -> None:
         self._prices: dict[str, Price] = {**BUILT_IN, **(overrides or {})}
+        self._resolved: dict[str, Price | None] = {}
 
     def price(self, model: str | None) -> Price | None:
         if not model:
             return None
+        if model in self._resolved:
+            return self._resolved[model]
+        found = None
         for name in base_names(model):
             found = self._prices.get(name) or self._prices.get(name.lower())
             if found is not None:
-                return found
-        return None
+                break
+        if len(self._resolved) < 4096:  # model names are few; never grow without bound
+            self._resolved[model] = found
+        return found
 
     def cost(
         self, model: str | None, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0
