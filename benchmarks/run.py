@@ -23,8 +23,7 @@ import platform
 import random
 import statistics
 import sys
-import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -168,8 +167,9 @@ def phoenix_overhead(rounds: int) -> dict[str, dict[str, Any]] | str:
 def table(results: dict[str, dict[str, Any]]) -> list[str]:
     lines = ["| mode | median ms | min-max ms | ratio to untraced | spans per run |", "|---|---:|---:|---:|---:|"]
     for mode, r in results.items():
+        spans = f"{r['spans']:g}" if r["spans"] or mode == "untraced" else "(in Phoenix)"
         lines.append(
-            f"| {mode} | {r['median_ms']:.2f} | {r['min_ms']:.2f}-{r['max_ms']:.2f} | {r['ratio']:.2f}x | {r['spans']:g} |"
+            f"| {mode} | {r['median_ms']:.2f} | {r['min_ms']:.2f}-{r['max_ms']:.2f} | {r['ratio']:.2f}x | {spans} |"
         )
     return lines
 
@@ -186,9 +186,14 @@ def main(argv: list[str] | None = None) -> int:
 
     from tests.support.openai_server import OpenAIServer, Reply
 
-    command = "python -m benchmarks" + (" --quick" if args.quick else "") + (f" --rounds {args.rounds}" if args.rounds else "")
-    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    command = (
+        "python -m benchmarks"
+        + (" --quick" if args.quick else "")
+        + (f" --rounds {args.rounds}" if args.rounds else "")
+    )
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    system = f"{platform.system()} {platform.release()}"
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, {system}, Python {platform.python_version()}"
     results: dict[str, Any] = {}
     workers = Workers(list(MODES))
     try:
@@ -196,7 +201,9 @@ def main(argv: list[str] | None = None) -> int:
             for workload in WORKLOADS:
                 if workload == "openai-tool":
                     server.script = [Reply(tool_call=("lookup", {"city": "Oslo"})), Reply(text="12 degrees.")] * 10_000
-                results[workload] = measure(workers, workload, max(2, rounds // (4 if workload == "replay-100" else 1)), server.base_url)
+                results[workload] = measure(
+                    workers, workload, max(2, rounds // (4 if workload == "replay-100" else 1)), server.base_url
+                )
                 print(f"\n{workload}")
                 print("\n".join(table(results[workload])))
     finally:
@@ -214,7 +221,9 @@ def main(argv: list[str] | None = None) -> int:
         "traced modes export to a counting sink behind a batch processor. Ratios are to the untraced run.",
     ]
     if workers.unavailable:
-        lines.append("Modes that could not be set up: " + "; ".join(f"{m}: {d}" for m, d in workers.unavailable.items()))
+        lines.append(
+            "Modes that could not be set up: " + "; ".join(f"{m}: {d}" for m, d in workers.unavailable.items())
+        )
     for workload in WORKLOADS:
         lines += ["", f"## {workload}", "", *table(results[workload])]
     mem = results["memory"]

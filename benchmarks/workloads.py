@@ -70,9 +70,20 @@ def _replay(replies: int) -> Any:
     from autogen_core.models import CreateResult, RequestUsage
     from autogen_ext.models.replay import ReplayChatCompletionClient
 
-    info = {"vision": False, "function_calling": True, "json_output": False, "family": "gpt-4o", "structured_output": False}
+    info = {
+        "vision": False,
+        "function_calling": True,
+        "json_output": False,
+        "family": "gpt-4o",
+        "structured_output": False,
+    }
     results = [
-        CreateResult(finish_reason="stop", content=f"draft {i}", usage=RequestUsage(prompt_tokens=20, completion_tokens=3), cached=False)
+        CreateResult(
+            finish_reason="stop",
+            content=f"draft {i}",
+            usage=RequestUsage(prompt_tokens=20, completion_tokens=3),
+            cached=False,
+        )
         for i in range(replies)
     ]
     return ReplayChatCompletionClient(results, model_info=info)  # type: ignore[arg-type]

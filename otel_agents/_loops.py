@@ -33,6 +33,8 @@ ENV: Final[Mapping[str, str]] = {
     "time_budget_s": "OTEL_AGENTS_TIME_BUDGET_S",
 }
 _INTEGERS: Final = ("max_messages", "max_repeats", "token_budget")
+_DISTINCT_KEPT: Final = 2048
+"""Distinct (source, text) pairs the repeat rule remembers per run: bounded memory on long runs."""
 
 
 def _check(name: str, value: object, source: str, raw: str | None = None) -> float | int:
@@ -173,6 +175,8 @@ class LoopRules:
         """Counts every earlier occurrence, not only the last: an A-B-A-B cycle with nothing new
         makes each of A and B repeat themselves, so it is caught here too."""
         key = (source, digest)
+        if key not in self.said and len(self.said) >= _DISTINCT_KEPT:
+            self.said.clear()  # a very long run of all-different messages: start counting afresh
         self.said[key] += 1
         count, limit = self.said[key], self.limits.max_repeats
         return [_hit("repeat", f"{source} said the same thing {count} times", count, limit)] if count >= limit else []

@@ -127,21 +127,26 @@ class Registry:
         return None
 
     def stand_in(self, cause: Node) -> SpanContext:
-        """The span context of a dropped runtime span caused at `cause`: one per anchor."""
+        """The span context of a dropped runtime span caused at `cause`: one per workflow.
+
+        Only dropped (runtime spans `off`) spans get stand-ins, so no recorded span is ever placed
+        under a stand-in's anchor: the workflow is all its children need (turns and model calls go
+        under it), and one per workflow keeps a long run's registry small.
+        """
         run = cause.run
-        existing = run.stand_ins.get(cause.anchor.span_id)
+        workflow = cause.workflow
+        existing = run.stand_ins.get(workflow.span_id)
         if existing is not None:
             return existing
-        anchor = cause.anchor
         context = SpanContext(
-            anchor.trace_id,
+            workflow.trace_id,
             random.getrandbits(64) or 1,
             is_remote=False,
-            trace_flags=anchor.trace_flags,
-            trace_state=anchor.trace_state,
+            trace_flags=workflow.trace_flags,
+            trace_state=workflow.trace_state,
         )
-        run.stand_ins[anchor.span_id] = context
-        self.add(context, Node(run, anchor, cause.workflow, is_runtime=True))
+        run.stand_ins[workflow.span_id] = context
+        self.add(context, Node(run, workflow, workflow, is_runtime=True))
         return context
 
     def end(self, run: Run) -> None:
@@ -174,8 +179,20 @@ class Registry:
 REGISTRY: Final = Registry()
 
 
+_stable_names: dict[str, str] = {}
+
+
 def stable_runtime_span_name(name: str) -> str:
-    """`autogen process writer_<team uuid>.(<uuid>)-A` -> `autogen process writer`."""
+    """`autogen process writer_<team uuid>.(<uuid>)-A` -> `autogen process writer` (memoized)."""
+    stable = _stable_names.get(name)
+    if stable is None:
+        stable = _stable_name(name)
+        if len(_stable_names) < 10_000:  # one entry per agent and team: bounded all the same
+            _stable_names[name] = stable
+    return stable
+
+
+def _stable_name(name: str) -> str:
     parts = name.split(" ", 2)
     if len(parts) < 3:
         return name
@@ -374,7 +391,9 @@ class RunAwareTracerProvider(trace.TracerProvider):
         attributes: types.Attributes = None,
     ) -> trace.Tracer:
         if attributes:  # rare: not worth a cache key
-            return RunAwareTracer(self, instrumenting_module_name, instrumenting_library_version, schema_url, attributes)
+            return RunAwareTracer(
+                self, instrumenting_module_name, instrumenting_library_version, schema_url, attributes
+            )
         key = (instrumenting_module_name, instrumenting_library_version, schema_url)
         tracer = self._tracers.get(key)
         if tracer is None:  # AutoGen asks for a tracer on every span: one per name, reused

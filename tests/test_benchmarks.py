@@ -1,0 +1,37 @@
+"""The benchmark runs (quick mode): it measures every mode and workload and writes its tables.
+Timing is never asserted here; BENCHMARKS.md holds the numbers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_benchmark_runs_in_quick_mode(tmp_path: Path) -> None:
+    out, numbers = tmp_path / "BENCHMARKS.md", tmp_path / "bench.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--rounds", "2", "--out", str(out), "--json", str(numbers)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OTEL_AGENTS_TEST_PHOENIX": ""},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(numbers.read_text())
+    for workload in ("replay-5", "replay-100", "openai-tool"):
+        modes = results[workload]
+        assert set(modes) == {"untraced", "autogen", "openinference", "otel-agents", "otel-agents-nested"}
+        assert modes["untraced"]["ratio"] == 1.0 and modes["untraced"]["spans"] == 0
+        for mode in ("autogen", "openinference", "otel-agents", "otel-agents-nested"):
+            assert modes[mode]["spans"] > 0 and modes[mode]["median_ms"] > 0, (workload, mode)
+    assert results["memory"]["tap"] > 0 and results["memory"]["untraced"] > 0
+    text = out.read_text()
+    assert "Command: `python -m benchmarks --quick --rounds 2`" in text
+    assert "## replay-5" in text and "ratio to untraced" in text
