@@ -302,3 +302,18 @@ def test_bad_prometheus_settings_are_refused(
     with pytest.raises(otel_agents.ConfigError) as raised:
         otel_agents.configure(set_global=False, store=False, **kwargs)
     assert message in str(raised.value)
+
+
+async def test_histogram_points_carry_the_runs_trace_as_exemplar(openai_server: OpenAIServer) -> None:
+    reader, exporter = InMemoryMetricReader(), InMemorySpanExporter()
+    with otel_agents.configure(span_exporter=exporter, metric_readers=[reader]) as telemetry:
+        openai_server.script = [Reply(text="a line")]
+        await drain(otel_agents.tap(writers(openai_server).run_stream(task="go")))
+        metrics = metrics_of(reader)  # the first collection holds the exemplars
+        telemetry.force_flush()
+    roots = {s.context.trace_id for s in exporter.get_finished_spans() if s.parent is None}
+    calls = {s.context.span_id for s in chat_spans(list(exporter.get_finished_spans()))}
+    run_exemplars = [e for p in metrics["gen_ai.workflow.duration"].data.data_points for e in p.exemplars]
+    assert run_exemplars and {e.trace_id for e in run_exemplars} == roots
+    call_exemplars = [e for p in metrics["gen_ai.client.operation.duration"].data.data_points for e in p.exemplars]
+    assert call_exemplars and {e.span_id for e in call_exemplars} <= calls, "a call's point points at its chat span"
