@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextvars
 import functools
 import logging
-import threading
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
@@ -33,10 +32,10 @@ from ._content import output_messages as content_output_messages
 from ._errors import mark_error
 from ._follow import follow
 from ._parenting import REGISTRY, Node
+from ._wrapping import wrap_subclasses
 
 logger = logging.getLogger(__name__)
 
-_MARK: Final = "__otel_agents_wrapped__"
 _EVENT_LOGGER: Final = "autogen_core.events"
 _PROVIDERS: Final[Mapping[str, str]] = {
     "AzureOpenAIChatCompletionClient": "azure.ai.openai",
@@ -51,7 +50,6 @@ _PROVIDERS: Final[Mapping[str, str]] = {
 }
 
 _current_call: contextvars.ContextVar[ModelCall | None] = contextvars.ContextVar("otel_agents_call", default=None)
-_lock = threading.Lock()
 
 
 def provider_name(client: object) -> str:
@@ -249,7 +247,6 @@ def _wrap_create(original: Callable[..., Awaitable[Any]]) -> Callable[..., Await
             otel_context.detach(token)
             _end(call)
 
-    setattr(create, _MARK, True)
     return create
 
 
@@ -260,7 +257,6 @@ def _wrap_create_stream(
     def create_stream(self: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
         return _traced_stream(original, self, args, kwargs)
 
-    setattr(create_stream, _MARK, True)
     return create_stream
 
 
@@ -328,17 +324,8 @@ def install() -> None:
     """Wrap every ChatCompletionClient subclass defined so far (idempotent, cheap to repeat)."""
     from autogen_core.models import ChatCompletionClient
 
-    with _lock:
-        pending: list[type] = [ChatCompletionClient]
-        while pending:
-            cls = pending.pop()
-            pending.extend(cls.__subclasses__())
-            for name, wrap in (("create", _wrap_create), ("create_stream", _wrap_create_stream)):
-                method = cls.__dict__.get(name)
-                if method is None or getattr(method, _MARK, False) or getattr(method, "__isabstractmethod__", False):
-                    continue
-                setattr(cls, name, wrap(method))
-        _install_event_reader()
+    wrap_subclasses(ChatCompletionClient, {"create": _wrap_create, "create_stream": _wrap_create_stream})
+    _install_event_reader()
 
 
 def _install_event_reader() -> None:

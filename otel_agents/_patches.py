@@ -20,8 +20,8 @@ from opentelemetry import trace
 from ._follow import follow
 from ._parenting import REGISTRY
 from ._workflow import WorkflowSpan
+from ._wrapping import MARK, mark
 
-_MARK = "__otel_agents_wrapped__"
 _lock = threading.Lock()
 
 
@@ -35,9 +35,9 @@ def install() -> None:
     _tools.install()
     with _lock:
         original = BaseGroupChat.run_stream
-        if getattr(original, _MARK, False):
+        if getattr(original, MARK, False):
             return
-        BaseGroupChat.run_stream = _wrap(original)  # type: ignore[method-assign]
+        BaseGroupChat.run_stream = mark(_wrap(original))  # type: ignore[method-assign]
 
 
 def _wrap(original: Callable[..., AsyncGenerator[Any, None]]) -> Callable[..., AsyncGenerator[Any, None]]:
@@ -54,5 +54,4 @@ def _wrap(original: Callable[..., AsyncGenerator[Any, None]]) -> Callable[..., A
             return stream
         return follow(stream, workflow)
 
-    setattr(run_stream, _MARK, True)
     return run_stream

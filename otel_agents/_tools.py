@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any
 
 from opentelemetry import trace
 
 from . import _semconv as sc
+from ._wrapping import wrap_subclasses
 
 logger = logging.getLogger(__name__)
-
-_MARK: Final = "__otel_agents_wrapped__"
-_lock = threading.Lock()
 
 
 def _tool_span() -> Any:
@@ -58,7 +55,6 @@ def _wrap_run(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitabl
             _record(span, policy, sc.GEN_AI_TOOL_CALL_RESULT, lambda: policy.text(as_string(result)))
         return result
 
-    setattr(run, _MARK, True)
     return run
 
 
@@ -66,12 +62,4 @@ def install() -> None:
     """Wrap `run` on every BaseTool subclass defined so far (idempotent)."""
     from autogen_core.tools import BaseTool
 
-    with _lock:
-        pending: list[type] = [BaseTool]
-        while pending:
-            cls = pending.pop()
-            pending.extend(cls.__subclasses__())
-            method = cls.__dict__.get("run")
-            if method is None or getattr(method, _MARK, False) or getattr(method, "__isabstractmethod__", False):
-                continue
-            setattr(cls, "run", _wrap_run(method))  # noqa: B010  (the class is only known at run time)
+    wrap_subclasses(BaseTool, {"run": _wrap_run})

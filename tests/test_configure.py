@@ -14,6 +14,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
+from tests.support.config import assert_configure_refuses
 from tests.support.spans import one_trace, traces
 from tests.support.teams import writers_room
 
@@ -190,11 +191,7 @@ async def test_sampling_keeps_or_drops_a_run_whole(
 def test_bad_settings_are_refused_naming_the_setting_and_value(
     clean_env: pytest.MonkeyPatch, kwargs: dict[str, Any], env: dict[str, str], message: str
 ) -> None:
-    for name, value in env.items():
-        clean_env.setenv(name, value)
-    with pytest.raises(otel_agents.ConfigError) as raised:
-        otel_agents.configure(**kwargs)
-    assert message in str(raised.value)
+    assert_configure_refuses(clean_env, env, message, **kwargs)
 
 
 def test_misuse_is_refused_clearly() -> None:
@@ -272,8 +269,4 @@ def test_without_configure_the_applications_global_providers_are_used() -> None:
 def test_bad_arguments_are_refused(
     clean_env: pytest.MonkeyPatch, kwargs: dict[str, Any], env: dict[str, str], message: str
 ) -> None:
-    for name, value in env.items():
-        clean_env.setenv(name, value)
-    with pytest.raises(otel_agents.ConfigError) as raised:
-        otel_agents.configure(**kwargs)
-    assert message in str(raised.value)
+    assert_configure_refuses(clean_env, env, message, **kwargs)

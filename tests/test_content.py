@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
+from tests.support.config import assert_configure_refuses
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.phoenix import Phoenix
 from tests.support.spans import one_trace
@@ -206,11 +207,7 @@ async def test_nothing_reaches_phoenix_by_default(
 def test_bad_content_settings_are_refused(
     monkeypatch: pytest.MonkeyPatch, env: dict[str, str], kwargs: dict[str, Any], message: str
 ) -> None:
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    with pytest.raises(otel_agents.ConfigError) as raised:
-        otel_agents.configure(set_global=False, **kwargs)
-    assert message in str(raised.value)
+    assert_configure_refuses(monkeypatch, env, message, set_global=False, **kwargs)
 
 
 @pytest.mark.parametrize(

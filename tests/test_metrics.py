@@ -31,6 +31,7 @@ from otel_agents._metrics import (
     TOKEN_BUCKETS,
     WORKFLOW_DURATION_BUCKETS,
 )
+from tests.support.config import assert_configure_refuses
 from tests.support.deploy import DEPLOY
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.prometheus import Prometheus, start_prometheus
@@ -297,11 +298,7 @@ def test_the_prometheus_endpoint_binds_127_0_0_1_unless_told(monkeypatch: pytest
 def test_bad_prometheus_settings_are_refused(
     monkeypatch: pytest.MonkeyPatch, env: dict[str, str], kwargs: dict[str, Any], message: str
 ) -> None:
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    with pytest.raises(otel_agents.ConfigError) as raised:
-        otel_agents.configure(set_global=False, store=False, **kwargs)
-    assert message in str(raised.value)
+    assert_configure_refuses(monkeypatch, env, message, set_global=False, store=False, **kwargs)
 
 
 async def test_histogram_points_carry_the_runs_trace_as_exemplar(openai_server: OpenAIServer) -> None:

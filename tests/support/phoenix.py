@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.error
@@ -18,11 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.support.processes import free_port, stop_process
 
 
 @dataclass
@@ -88,9 +83,4 @@ def start_phoenix(executable: str, working_dir: Path, *, ready_within_s: float =
 
 
 def stop_phoenix(phoenix: Phoenix) -> None:
-    phoenix.process.terminate()
-    try:
-        phoenix.process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        phoenix.process.kill()
-        phoenix.process.wait(timeout=5)
+    stop_process(phoenix.process)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
@@ -14,22 +13,7 @@ from typing import Any
 
 import yaml
 
-from tests.support.phoenix import free_port
-
-
-def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path, within_s: float = 60) -> None:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"exited with {process.returncode}: {log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{url} not ready within {within_s} s")
+from tests.support.processes import free_port, launch, stop_process
 
 
 @dataclass
@@ -38,12 +22,7 @@ class Server:
     process: subprocess.Popen[bytes]
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=5)
+        stop_process(self.process)
 
 
 @dataclass
@@ -80,24 +59,13 @@ def start_prometheus(
         config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
-    log = workdir / "prometheus.log"
-    process = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={workdir / 'prometheus.yml'}",
-            f"--storage.tsdb.path={workdir / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    server = Prometheus(f"http://127.0.0.1:{port}", process)
-    try:
-        wait_ready(f"{server.url}/-/ready", process, log)
-    except Exception:
-        server.stop()
-        raise
-    return server
+    args = [
+        f"--config.file={workdir / 'prometheus.yml'}",
+        f"--storage.tsdb.path={workdir / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+    ]
+    process = launch(binary, args, workdir / "prometheus.log", f"http://127.0.0.1:{port}/-/ready")
+    return Prometheus(f"http://127.0.0.1:{port}", process)
 
 
 def start_alertmanager(workdir: Path, config: dict[str, Any]) -> Server:
@@ -105,22 +73,11 @@ def start_alertmanager(workdir: Path, config: dict[str, Any]) -> Server:
     assert binary, "prometheus-alertmanager (Debian's package) is not installed"
     (workdir / "alertmanager.yml").write_text(yaml.safe_dump(config))
     port, cluster = free_port(), free_port()
-    log = workdir / "alertmanager.log"
-    process = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={workdir / 'alertmanager.yml'}",
-            f"--storage.path={workdir / 'am-data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            f"--cluster.listen-address=127.0.0.1:{cluster}",
-        ],
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    server = Server(f"http://127.0.0.1:{port}", process)
-    try:
-        wait_ready(f"{server.url}/-/ready", process, log)
-    except Exception:
-        server.stop()
-        raise
-    return server
+    args = [
+        f"--config.file={workdir / 'alertmanager.yml'}",
+        f"--storage.path={workdir / 'am-data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        f"--cluster.listen-address=127.0.0.1:{cluster}",
+    ]
+    process = launch(binary, args, workdir / "alertmanager.log", f"http://127.0.0.1:{port}/-/ready")
+    return Server(f"http://127.0.0.1:{port}", process)
