@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import otel_agents
 from tests.support.config import assert_configure_refuses
+from tests.support.metrics import points
 from tests.support.spans import one_trace, traces
 from tests.support.teams import writers_room
 
@@ -134,17 +135,7 @@ def test_metric_readers_are_wired_to_the_meter_provider(shutdown_after: list[ote
     telemetry = otel_agents.configure(metric_readers=[reader], set_global=False)
     shutdown_after.append(telemetry)
     telemetry.meter_provider.get_meter("t").create_counter("probe").add(2)
-    data = reader.get_metrics_data()
-    assert data is not None
-    points = [
-        point.value
-        for rm in data.resource_metrics
-        for sm in rm.scope_metrics
-        for metric in sm.metrics
-        if metric.name == "probe"
-        for point in metric.data.data_points
-    ]
-    assert points == [2]
+    assert [point.value for point in points(reader.get_metrics_data(), "probe")] == [2]
 
 
 async def test_telemetry_is_a_sync_and_async_context_manager(

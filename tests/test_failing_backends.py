@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import otel_agents
 from otel_agents._parenting import REGISTRY
 from tests.support.bad_backends import failing_endpoint, refusing_endpoint, silent_endpoint
+from tests.support.metrics import points
 from tests.support.teams import replay, text, writers_room
 
 TIMEOUT_S = 1.0
@@ -79,15 +80,8 @@ async def test_the_dropped_count_is_a_metric(caplog: pytest.LogCaptureFixture) -
         telemetry.force_flush()
         data = reader.get_metrics_data()
         telemetry.shutdown()
-    points = [
-        point.value
-        for rm in data.resource_metrics
-        for sm in rm.scope_metrics
-        for metric in sm.metrics
-        if metric.name == "otel_agents.spans.dropped"
-        for point in metric.data.data_points
-    ]
-    assert points == [telemetry.dropped_spans] and points[0] > 0
+    dropped = [point.value for point in points(data, "otel_agents.spans.dropped")]
+    assert dropped == [telemetry.dropped_spans] and dropped[0] > 0
 
 
 class StalledExporter(SpanExporter):

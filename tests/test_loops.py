@@ -28,6 +28,7 @@ import otel_agents
 from otel_agents._loops import LoopLimits, LoopRules
 from tests.conftest import Capture
 from tests.support.deploy import DEPLOY
+from tests.support.metrics import points
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.prometheus import start_alertmanager, start_prometheus
 from tests.support.spans import one_trace
@@ -178,14 +179,7 @@ async def test_without_the_guard_the_detector_records_the_loop(openai_server: Op
     assert events[0].attributes["otel_agents.loop.count"] == 3 and events[0].attributes["otel_agents.loop.limit"] == 3
     assert events[0].attributes["otel_agents.loop.detail"] == "writer said the same thing 3 times"
     assert NEVER_APPROVES not in json.dumps([dict(e.attributes) for e in events])
-    counts = [
-        (dict(p.attributes), p.value)
-        for rm in data.resource_metrics
-        for sm in rm.scope_metrics
-        for m in sm.metrics
-        if m.name == "otel_agents.loop.detections"
-        for p in m.data.data_points
-    ]
+    counts = [(dict(p.attributes), p.value) for p in points(data, "otel_agents.loop.detections")]
     assert counts == [({"gen_ai.workflow.name": "loopy", "otel_agents.loop.rule": "repeat"}, 1)]
 
 

@@ -19,6 +19,7 @@ import otel_agents
 from otel_agents._config import ConfigError
 from otel_agents._prices import BUILT_IN, PriceTable, base_names, load_prices
 from tests.conftest import Capture
+from tests.support.metrics import points
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.spans import Tree, one_trace, traces
 from tests.support.teams import openai_client, replay, text
@@ -245,15 +246,7 @@ def _info() -> Any:
 
 
 def _points(reader: InMemoryMetricReader, name: str) -> dict[tuple[tuple[str, Any], ...], float]:
-    data = reader.get_metrics_data()
-    found: dict[tuple[tuple[str, Any], ...], float] = {}
-    for rm in data.resource_metrics if data else []:
-        for sm in rm.scope_metrics:
-            for metric in sm.metrics:
-                if metric.name == name:
-                    for point in metric.data.data_points:
-                        found[tuple(sorted(point.attributes.items()))] = point.value
-    return found
+    return {tuple(sorted(p.attributes.items())): p.value for p in points(reader.get_metrics_data(), name)}
 
 
 def test_dated_versions_fall_back_to_their_base_name() -> None:
