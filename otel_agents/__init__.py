@@ -2,13 +2,13 @@
 
     import otel_agents
 
-    otel_agents.configure(span_exporter=exporter)              # or the OTEL_* variables
+    otel_agents.configure()                                    # OTEL_* variables, else a local store
     async for item in otel_agents.tap(team.run_stream(task="...")):
         ...                                                    # items come through unchanged
 
 `create_runtime()` builds a traced `SingleThreadedAgentRuntime` to share among teams;
 `run_stream(team, task=...)` is `tap` with a cancellation token that stops the team when the
-consumer leaves early.
+consumer leaves early; `LoopGuard()` stops a looping team; `LoopLimits` sets the loop thresholds.
 """
 
 from typing import TYPE_CHECKING, Any
