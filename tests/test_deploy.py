@@ -122,3 +122,32 @@ def test_prometheus_and_alertmanager_configs_are_valid(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_multi_host_layout_routes_by_trace_and_samples_whole_runs() -> None:
+    layout = DEPLOY / "multi-host"
+    assert layout / "docker-compose.yml" in COMPOSE_FILES
+    agent = load(layout / "otel-collector-agent.yaml")
+    assert agent["service"]["pipelines"]["traces"]["exporters"] == ["loadbalancing"]
+    balancer = agent["exporters"]["loadbalancing"]
+    assert balancer["routing_key"] == "traceID"
+    assert balancer["resolver"]["dns"]["hostname"] == "otel-gateway"
+
+    gateway = load(layout / "otel-collector-gateway.yaml")
+    assert "tail_sampling" in gateway["service"]["pipelines"]["traces"]["processors"]
+    policies = {p["name"]: p for p in gateway["processors"]["tail_sampling"]["policies"]}
+    assert policies["keep-errors"]["status_code"]["status_codes"] == ["ERROR"]
+    assert policies["keep-loop-detections"]["ottl_condition"]["spanevent"] == ['name == "otel_agents.loop_detected"']
+    assert gateway["processors"]["tail_sampling"]["decision_wait"] == "120s"
+
+    services = load(layout / "docker-compose.yml")["services"]
+    gateways = [
+        name
+        for name, s in services.items()
+        if "otel-gateway" in (s.get("networks", {}).get("default") or {}).get("aliases", [])
+    ]
+    assert len(gateways) >= 2, "a gateway tier, not one gateway"
+    jaeger = load(layout / "jaeger.yaml")
+    backends = jaeger["extensions"]["jaeger_storage"]["backends"]
+    assert all("memory" not in backend for backend in backends.values()), "Jaeger on a real storage"
+    assert "elasticsearch" in services
