@@ -51,6 +51,8 @@ from ._usage import RunTotals
 
 logger = logging.getLogger(__name__)
 
+_FOLLOWED_KEPT: Final = 256
+"""Traces started in other processes whose spans here are still registered (least recent dropped)."""
 _ENDED_SPANS_KEPT: Final = 200_000
 """Span ids of ended runs remembered (about 8 MB at most), so that late spans they cause are
 dropped, not orphaned into a trace whose run span has ended."""
@@ -101,7 +103,8 @@ class Registry:
         self._nodes: dict[int, Node] = {}
         self._ended_order: deque[frozenset[int]] = deque()
         self._ended: set[int] = set()
-        self._lock = threading.Lock()
+        self._followed: dict[int, Run] = {}
+        self._lock = threading.RLock()
 
     def add(self, span_context: SpanContext, node: Node) -> None:
         if span_context.is_valid:
@@ -148,6 +151,23 @@ class Registry:
         run.stand_ins[workflow.span_id] = context
         self.add(context, Node(run, workflow, workflow, is_runtime=True))
         return context
+
+    def followed_run(self, trace_id: int, provider: trace.TracerProvider, runtime_spans: RuntimeSpans) -> Run:
+        """The run that stands for a trace started elsewhere (another process), while it is active.
+
+        Bounded: the least recently started of more than `_FOLLOWED_KEPT` such traces is forgotten.
+        """
+        with self._lock:
+            run = self._followed.pop(trace_id, None)
+            if run is None:
+                run = Run(provider=provider, runtime_spans=runtime_spans, workflow="remote")
+            self._followed[trace_id] = run  # most recent last
+            while len(self._followed) > _FOLLOWED_KEPT:
+                _, old = next(iter(self._followed.items()))
+                del self._followed[next(iter(self._followed))]
+                for span_id in old.span_ids:
+                    self._nodes.pop(span_id, None)
+            return run
 
     def end(self, run: Run) -> None:
         """Forget the run's spans, remembering only their ids: late spans they cause are dropped."""
@@ -198,6 +218,16 @@ def _stable_name(name: str) -> str:
         return name
     destination = _DESTINATION_KEY.sub("", _UUID.sub("", parts[2]))
     return f"{parts[0]} {parts[1]} {destination}" if destination else f"{parts[0]} {parts[1]}"
+
+
+def _remote_sender(parent: SpanContext, links: Sequence[Link] | None) -> SpanContext | None:
+    """The sender a runtime span is linked to, when nothing local is its parent."""
+    if parent.is_valid:
+        return None
+    for link in links or ():
+        if link.context.is_valid:
+            return link.context
+    return None
 
 
 def _role(tracer_name: str, attributes: types.Attributes) -> Role:
@@ -294,6 +324,15 @@ class RunAwareTracer(trace.Tracer):
                 return NonRecordingSpan(parent if parent.is_valid else trace.INVALID_SPAN_CONTEXT)
             if role is Role.RUNTIME:
                 name, attributes = stable_runtime_span_name(name), _without_content(attributes)
+                sender = _remote_sender(parent, links)
+                if sender is None and not parent.is_valid and name.startswith("autogen ack"):
+                    # an acknowledgement whose request left no trace context: a one-span trace of noise
+                    return NonRecordingSpan(trace.INVALID_SPAN_CONTEXT)
+                if sender is not None:
+                    # A message from another process (gRPC metadata) or another task, outside any
+                    # tapped run: the span goes under its sender, in the sender's trace, and the
+                    # spans it causes here follow it.
+                    return self._adopt(sender, name, kind, attributes, links, start_time)
             return self._tracer_of(self._provider.delegate(), "_cache").start_span(
                 name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
             )
@@ -333,6 +372,25 @@ class RunAwareTracer(trace.Tracer):
             REGISTRY.add(own, Node(run, own, cause.workflow, False, agent if isinstance(agent, str) else None))
         # Other spans (model calls, tools, your own) are not registered: spans under them keep their
         # parent as it is, which is already inside the run. That keeps a long run's registry small.
+        return span
+
+    def _adopt(
+        self,
+        sender: SpanContext,
+        name: str,
+        kind: SpanKind,
+        attributes: types.Attributes,
+        links: Sequence[Link] | None,
+        start_time: int | None,
+    ) -> Span:
+        provider = self._provider.delegate()
+        tracer = self._tracer_of(provider, "_cache")
+        span = tracer.start_span(
+            name, trace.set_span_in_context(NonRecordingSpan(sender)), kind, attributes, links, start_time
+        )
+        own = span.get_span_context()
+        run = REGISTRY.followed_run(sender.trace_id, provider, self._provider.runtime_spans())
+        REGISTRY.add(own, Node(run, own, own, is_runtime=False))
         return span
 
     @_agnosticcontextmanager

@@ -4,21 +4,40 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._config import ConfigError
 from ._telemetry import Telemetry, current
 
 if TYPE_CHECKING:
-    from autogen_core import SingleThreadedAgentRuntime
+    from autogen_core import AgentRuntime
+
+_GRPC_MISSING = "the gRPC worker runtime needs: pip install 'otel-agents[grpc]'"
 
 
-def create_runtime(telemetry: Telemetry | None = None, **runtime_kwargs: Any) -> SingleThreadedAgentRuntime:
-    """A `SingleThreadedAgentRuntime` traced by `telemetry` (None: the latest `configure()`'s).
+def create_runtime(
+    telemetry: Telemetry | None = None, *, host_address: str | None = None, **runtime_kwargs: Any
+) -> AgentRuntime:
+    """A traced AutoGen runtime (`telemetry=None`: the latest `configure()`'s).
 
-    Other keyword arguments go to the runtime unchanged. Start it once and share it among teams
-    (`RoundRobinGroupChat(..., runtime=runtime)`): each tapped run is still a trace of its own.
+    Without `host_address`, a `SingleThreadedAgentRuntime`: start it once and share it among teams
+    (`RoundRobinGroupChat(..., runtime=runtime)`); each tapped run is still a trace of its own.
+    With `host_address` ("host:port" of a `GrpcWorkerAgentRuntimeHost`), a `GrpcWorkerAgentRuntime`
+    (`await runtime.start()`): a message that crosses processes stays in its sender's trace.
+    Other keyword arguments go to the runtime unchanged.
     """
-    from autogen_core import SingleThreadedAgentRuntime
-
     if "tracer_provider" in runtime_kwargs:
         raise TypeError("create_runtime() sets tracer_provider from telemetry; do not pass it")
     resolved = current(telemetry)
-    return SingleThreadedAgentRuntime(tracer_provider=resolved.tracer_provider, **runtime_kwargs)
+    if host_address is None:
+        from autogen_core import SingleThreadedAgentRuntime
+
+        return SingleThreadedAgentRuntime(tracer_provider=resolved.tracer_provider, **runtime_kwargs)
+    if not isinstance(host_address, str) or not host_address.strip():
+        raise ConfigError(f"host_address={host_address!r}: expected 'host:port'")
+    try:
+        from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime
+
+        from . import _grpc_patch
+    except ImportError:
+        raise ConfigError(_GRPC_MISSING) from None
+    _grpc_patch.install()
+    return GrpcWorkerAgentRuntime(host_address=host_address, tracer_provider=resolved.tracer_provider, **runtime_kwargs)
