@@ -291,6 +291,14 @@ def current(telemetry: Telemetry | None) -> Telemetry:
         return telemetry
     if _latest is not None:
         return _latest
-    _patches.install()
-    settings = resolve_settings()
-    return Telemetry(settings, trace.get_tracer_provider(), metrics.get_meter_provider())
+    global _view
+    providers = (trace.get_tracer_provider(), metrics.get_meter_provider())
+    view = _view
+    if view is None or (view.sdk_tracer_provider, view.meter_provider) != providers:
+        _patches.install()
+        # built once per pair of global providers: model calls ask for it on every call
+        view = _view = Telemetry(resolve_settings(), *providers)
+    return view
+
+
+_view: Telemetry | None = None
