@@ -31,9 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.workloads import MODES, PARTS, WORKLOADS, one_run, set_up  # noqa: E402
-
-BREAKDOWN = tuple(f"otel-agents-without-{part}" for part in PARTS)
+from benchmarks.workloads import MODES, WORKLOADS, one_run, set_up  # noqa: E402
 
 
 def _worker(mode: str, connection: Connection, endpoint: str | None) -> None:
@@ -130,8 +128,28 @@ def measure(workers: Workers, workload: str, rounds: int, base_url: str | None) 
             "spans": statistics.median(spans[mode]),
             "runs": len(samples[mode]),
         }
-        for mode in sorted(samples, key=lambda m: (MODES + BREAKDOWN).index(m))
+        for mode in sorted(samples, key=MODES.index)
     }
+
+
+def _operations_worker(repeat: int, connection: Connection) -> None:
+    import logging
+
+    logging.disable(logging.WARNING)
+    from benchmarks.operations import measure_operations
+
+    connection.send(measure_operations(repeat))
+
+
+def operations(repeat: int) -> dict[str, dict[str, Any]]:
+    """Per-operation costs, measured in a worker with otel-agents configured."""
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    process = context.Process(target=_operations_worker, args=(repeat, child), daemon=True)
+    process.start()
+    result: dict[str, dict[str, Any]] = parent.recv()
+    process.join(timeout=60)
+    return result
 
 
 def memory(messages: int) -> dict[str, float]:
@@ -210,13 +228,9 @@ def main(argv: list[str] | None = None) -> int:
                 print("\n".join(table(results[workload])))
     finally:
         workers.close()
-    breakdown = Workers(["untraced", "otel-agents", *BREAKDOWN])
-    try:
-        results["breakdown"] = measure(breakdown, "replay-100", max(2, rounds // 4), None)
-    finally:
-        breakdown.close()
-    print("\nwhat costs what (replay-100)")
-    print("\n".join(table(results["breakdown"])))
+    results["operations"] = operations(200 if args.quick else 5000)
+    print("\nwhat costs what (microseconds per operation)")
+    print(json.dumps(results["operations"], indent=1))
     results["memory"] = memory(messages)
     print(f"\nmemory of a {messages}-message run: {json.dumps(results['memory'])}")
     results["phoenix"] = phoenix_overhead(rounds)
@@ -246,21 +260,14 @@ def main(argv: list[str] | None = None) -> int:
         "",
     ]
     lines += table(results["phoenix"]) if isinstance(results["phoenix"], dict) else [results["phoenix"]]
-    full = results["breakdown"]["otel-agents"]["median_ms"]
     lines += [
         "",
-        "## What costs what (replay-100, otel-agents with one part switched off at a time)",
+        "## What costs what (one process, each operation repeated, median of 5 batches)",
         "",
-        *table(results["breakdown"]),
-        "",
-        "| part | share of otel-agents' overhead on this run |",
-        "|---|---:|",
+        "| operation | µs each | how often |",
+        "|---|---:|---|",
+        *(f"| {name} | {cost['us']:.1f} | {cost['when']} |" for name, cost in results["operations"].items()),
     ]
-    overhead = full - results["breakdown"]["untraced"]["median_ms"]
-    for part in PARTS:
-        saved = full - results["breakdown"][f"otel-agents-without-{part}"]["median_ms"]
-        share = f"{saved / overhead:.0%}" if overhead > 0 else "-"
-        lines.append(f"| {part} | {saved:.1f} ms ({share}) |")
     lines += ["", "## Targets (medians, ratio to the untraced run)", "", *targets(results), "", NOTES]
     args.out.write_text("\n".join(lines) + "\n")
     if args.json:
@@ -302,8 +309,9 @@ NOTES = """## Notes
   message); that work is in the untraced-to-otel-agents gap but in no span.
 - Runtime spans nested records every AutoGen messaging span (66 spans for a 5-message run, against
   AutoGen's own 58) and re-parents, renames and strips each of them.
-- The breakdown switches one part off at a time in a worker of its own; the parts overlap a little
-  (the model-call span carries the metrics it records), so the shares need not add up to 100%.
+- "What costs what" times each operation of otel-agents on its own, many times over, so its
+  numbers are steadier than differences between whole runs; "how often" says how many of each a
+  run makes.
 - Timings on a shared 2-core machine are noisy: compare ratios measured in the same sitting only."""
 
 if __name__ == "__main__":

@@ -12,8 +12,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 MODES = ("untraced", "autogen", "openinference", "otel-agents", "otel-agents-nested")
-PARTS = ("model-call-spans", "message-spans", "loop-detector", "metrics")
-"""What the breakdown switches off, one at a time, to see what each part of otel-agents costs."""
 WORKLOADS = ("replay-5", "replay-100", "openai-tool")
 
 
@@ -55,10 +53,6 @@ def set_up(mode: str, *, endpoint: str | None = None) -> Mode:
 
             AutogenAgentChatInstrumentor().instrument(tracer_provider=provider)
         return Mode(mode, exporter, provider.force_flush)
-    if mode.startswith("otel-agents-without-"):  # the breakdown: one part switched off
-        state = set_up("otel-agents")
-        _switch_off(mode.removeprefix("otel-agents-without-"))
-        return state
     if mode in ("otel-agents", "otel-agents-nested"):
         import otel_agents
 
@@ -70,23 +64,6 @@ def set_up(mode: str, *, endpoint: str | None = None) -> Mode:
             telemetry = otel_agents.configure(span_exporter=exporter, runtime_spans=runtime_spans)
         return Mode(mode, exporter if endpoint is None else None, telemetry.force_flush, otel_agents.tap)
     raise ValueError(f"unknown mode {mode!r}")
-
-
-def _switch_off(part: str) -> None:
-    """Benchmark only: replace one part of otel-agents with nothing, in this worker process."""
-    from otel_agents import _metrics, _model_calls, _workflow
-
-    if part == "model-call-spans":
-        _model_calls._start = lambda *args, **kwargs: None  # type: ignore[assignment]
-    elif part == "message-spans":
-        _workflow.WorkflowSpan.on_item = lambda self, item: None  # type: ignore[method-assign]
-    elif part == "loop-detector":
-        _workflow.WorkflowSpan._detect_loops = lambda self, item: None  # type: ignore[method-assign]
-    elif part == "metrics":
-        _metrics.Instruments.model_call = lambda self, **kwargs: None  # type: ignore[method-assign]
-        _metrics.Instruments.run_ended = lambda self, **kwargs: None  # type: ignore[method-assign]
-    else:
-        raise ValueError(f"unknown part {part!r}")
 
 
 def _replay(replies: int) -> Any:

@@ -32,6 +32,8 @@ def test_the_benchmark_runs_in_quick_mode(tmp_path: Path) -> None:
         for mode in ("autogen", "openinference", "otel-agents", "otel-agents-nested"):
             assert modes[mode]["spans"] > 0 and modes[mode]["median_ms"] > 0, (workload, mode)
     assert results["memory"]["tap"] > 0 and results["memory"]["untraced"] > 0
+    assert all(op["us"] > 0 for op in results["operations"].values())
+    assert "model-call span, per call" in results["operations"]
     text = out.read_text()
     assert "Command: `python -m benchmarks --quick --rounds 2`" in text
-    assert "## replay-5" in text and "ratio to untraced" in text
+    assert "## replay-5" in text and "ratio to untraced" in text and "## What costs what" in text
