@@ -49,13 +49,9 @@ class LoopGuard(TerminationCondition, Component[LoopGuardConfig]):
         if self._stopped:
             raise TerminatedException("The loop guard has already stopped this run")
         node = REGISTRY.lookup(trace.get_current_span().get_span_context())
-        totals = node.run.totals if node is not None and node.run.totals.calls else None
+        tokens, cost = node.run.totals.for_budgets() if node is not None else (None, None)
         for message in messages:
-            hits = self._rules.observe(
-                message,
-                run_tokens=totals.input_tokens + totals.output_tokens if totals is not None else None,
-                run_cost=totals.cost_usd if totals is not None else None,
-            )
+            hits = self._rules.observe(message, run_tokens=tokens, run_cost=cost)
             if hits:
                 self._stopped = True
                 return StopMessage(content=hits[0].reason, source="LoopGuard")

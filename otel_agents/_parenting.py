@@ -163,9 +163,8 @@ class Registry:
                 run = Run(provider=provider, runtime_spans=runtime_spans, workflow="remote")
             self._followed[trace_id] = run  # most recent last
             while len(self._followed) > _FOLLOWED_KEPT:
-                _, old = next(iter(self._followed.items()))
-                del self._followed[next(iter(self._followed))]
-                for span_id in old.span_ids:
+                oldest = self._followed.pop(next(iter(self._followed)))
+                for span_id in oldest.span_ids:
                     self._nodes.pop(span_id, None)
             return run
 

@@ -31,3 +31,9 @@ class RunTotals:
         self.cost_usd = None if cost_usd is None or self.cost_usd is None else self.cost_usd + cost_usd
         if agent is not None and model is not None:
             self.agent_models[agent] = model
+
+    def for_budgets(self) -> tuple[int | None, float | None]:
+        """(tokens, cost) for the loop rules' budgets; (None, None) before any traced model call."""
+        if not self.calls:
+            return None, None
+        return self.input_tokens + self.output_tokens, self.cost_usd

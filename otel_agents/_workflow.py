@@ -114,12 +114,8 @@ class WorkflowSpan:
         run = self.run
         if run.loops is None:
             return
-        totals = run.totals if run.totals.calls else None
-        hits = run.loops.observe(
-            item,
-            run_tokens=totals.input_tokens + totals.output_tokens if totals is not None else None,
-            run_cost=totals.cost_usd if totals is not None else None,
-        )
+        tokens, cost = run.totals.for_budgets()
+        hits = run.loops.observe(item, run_tokens=tokens, run_cost=cost)
         for hit in hits:
             self.span.add_event(
                 sc.LOOP_DETECTED_EVENT,
