@@ -34,11 +34,18 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.workloads import MODES, WORKLOADS, one_run, set_up  # noqa: E402
 
 
-def _worker(mode: str, connection: Connection, endpoint: str | None) -> None:
-    """Serve runs for one mode until told to stop."""
+def _quiet() -> None:
+    """Logging as an application leaves it (records below WARNING are never made), minus our
+    one-time warnings about unpriced models. Disabling logging outright would hide what making log
+    records costs a traced run."""
     import logging
 
-    logging.disable(logging.WARNING)
+    logging.getLogger("otel_agents").setLevel(logging.ERROR)
+
+
+def _worker(mode: str, connection: Connection, endpoint: str | None) -> None:
+    """Serve runs for one mode until told to stop."""
+    _quiet()
     try:
         state = set_up(mode, endpoint=endpoint)
         connection.send(("ready", None))
@@ -57,10 +64,9 @@ def _worker(mode: str, connection: Connection, endpoint: str | None) -> None:
 
 def _memory_worker(traced: bool, messages: int, connection: Connection) -> None:
     """Peak memory (tracemalloc) of one long run, with or without the tap."""
-    import logging
     import tracemalloc
 
-    logging.disable(logging.WARNING)
+    _quiet()
     state = set_up("otel-agents" if traced else "untraced")
     from benchmarks.workloads import build
 
@@ -133,9 +139,7 @@ def measure(workers: Workers, workload: str, rounds: int, base_url: str | None) 
 
 
 def _operations_worker(repeat: int, connection: Connection) -> None:
-    import logging
-
-    logging.disable(logging.WARNING)
+    _quiet()
     from benchmarks.operations import measure_operations
 
     connection.send(measure_operations(repeat))

@@ -6,10 +6,10 @@ Anthropic, Ollama, the replay client, your own), once per class. A call inside a
 agent turn that made it, or under the run span when no agent made it (a selector choosing the next
 speaker); its tokens and cost are added to the run's totals, so each token is counted once.
 
-The response model and cached-token count come from the `LLMCallEvent` record that clients log to
-`autogen_core.events` during the call. A filter on that logger reads them; records the
-application's own logging configuration would not have shown are dropped after reading, so what
-the application sees does not change.
+The response model and cached-token count come from the `LLMCallEvent` (or `LLMStreamEndEvent`)
+that clients build during the call to log it to `autogen_core.events`. The events' `__init__` is
+wrapped to hand each one to the call in flight, so logging is not involved: the application's
+logging configuration stays as it was, and no log record is made that it would not have made.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from ._wrapping import wrap_subclasses
 
 logger = logging.getLogger(__name__)
 
-_EVENT_LOGGER: Final = "autogen_core.events"
 _PROVIDERS: Final[Mapping[str, str]] = {
     "AzureOpenAIChatCompletionClient": "azure.ai.openai",
     "AzureAIChatCompletionClient": "azure.ai.inference",
@@ -271,6 +270,10 @@ async def _traced_stream(
     call_token = _current_call.set(call)
     try:
         stream = original(client, *args, **kwargs)
+    except BaseException as exc:
+        call.failed(exc)
+        _end(call)
+        raise
     finally:
         _current_call.reset(call_token)
     async for item in follow(_with_current_call(stream, call), call):
@@ -296,43 +299,25 @@ def _end(call: ModelCall) -> None:
         logger.warning("otel-agents could not end a model call span", exc_info=True)
 
 
-class _EventReader(logging.Filter):
-    """On `autogen_core.events`: hands LLM call events to the current call; keeps logging as it was."""
-
-    def __init__(self, event_logger: logging.Logger, users_level: int) -> None:
-        super().__init__()
-        self._logger = event_logger
-        self._users_level = users_level
-
-    def filter(self, record: logging.LogRecord) -> bool:
+def _wrap_event_init(original: Callable[..., None]) -> Callable[..., None]:
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
         call = _current_call.get()
         if call is not None:
-            kwargs = getattr(record.msg, "kwargs", None)
-            if isinstance(kwargs, Mapping) and kwargs.get("type") in ("LLMCall", "LLMStreamEnd"):
-                try:
-                    call.on_event(kwargs)
-                except Exception:
-                    logger.debug("otel-agents could not read an LLM event", exc_info=True)
-        users_level = self._users_level
-        if users_level == logging.NOTSET:
-            parent = self._logger.parent
-            users_level = parent.getEffectiveLevel() if parent is not None else logging.WARNING
-        return record.levelno >= users_level
+            try:
+                call.on_event(self.kwargs)
+            except Exception:
+                logger.debug("otel-agents could not read an LLM event", exc_info=True)
+
+    return __init__
 
 
 def install() -> None:
     """Wrap every ChatCompletionClient subclass defined so far (idempotent, cheap to repeat)."""
+    from autogen_core.logging import LLMCallEvent, LLMStreamEndEvent
     from autogen_core.models import ChatCompletionClient
 
     wrap_subclasses(ChatCompletionClient, {"create": _wrap_create, "create_stream": _wrap_create_stream})
-    _install_event_reader()
-
-
-def _install_event_reader() -> None:
-    event_logger = logging.getLogger(_EVENT_LOGGER)
-    if any(isinstance(f, _EventReader) for f in event_logger.filters):
-        return
-    users_level = event_logger.level
-    event_logger.addFilter(_EventReader(event_logger, users_level))
-    if event_logger.getEffectiveLevel() > logging.INFO:
-        event_logger.setLevel(logging.INFO)
+    for event in (LLMCallEvent, LLMStreamEndEvent):
+        wrap_subclasses(event, {"__init__": _wrap_event_init})

@@ -344,5 +344,7 @@ async def test_reading_llm_events_does_not_change_what_the_application_logs(
         root.setLevel(old_level)
 
     assert not [r for r in seen if r.name == "autogen_core.events"], "INFO events stay hidden at WARNING"
+    events = logging.getLogger("autogen_core.events")
+    assert events.level == logging.NOTSET and not events.filters, "its logging configuration is not touched"
     (call,) = one_trace(capture.spans()).named("chat")
     assert call.attributes["gen_ai.response.model"] == "gpt-4o-mini-2024-07-18", "yet the event was read"
