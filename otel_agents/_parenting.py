@@ -31,6 +31,7 @@ import re
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -60,6 +61,8 @@ dropped, not orphaned into a trace whose run span has ended."""
 _UUID: Final = re.compile(r"_?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _DESTINATION_KEY: Final = re.compile(r"\.\([^)]*\)-[AT]$")
 _RUNTIME_CONTENT_ATTRIBUTES: Final = frozenset({"message"})
+_RUNTIME_TRACER_PREFIX: Final = "autogen "
+"""autogen_core's TraceHelper names its tracer f"autogen {runtime name}"."""
 
 
 class Role(enum.Enum):
@@ -230,7 +233,7 @@ def _remote_sender(parent: SpanContext, links: Sequence[Link] | None) -> SpanCon
 
 
 def _role(tracer_name: str, attributes: types.Attributes) -> Role:
-    if tracer_name.startswith("autogen "):  # autogen_core TraceHelper: f"autogen {runtime name}"
+    if tracer_name.startswith(_RUNTIME_TRACER_PREFIX):
         return Role.RUNTIME
     operation = attributes.get(sc.GEN_AI_OPERATION_NAME) if attributes else None
     if operation == sc.OPERATION_INVOKE_AGENT:
@@ -424,6 +427,92 @@ class RunAwareTracer(trace.Tracer):
             yield current
 
 
+class RuntimeTracer(RunAwareTracer):
+    """The tracer of AutoGen's runtime spans (`autogen create|send|publish|process|ack ...`).
+
+    AutoGen starts about ten of them per message, each through `start_as_current_span` in a `with`
+    block. With runtime spans `off`, the usual case, each one is only a stand-in made current for
+    the block: that path is kept short (no generator-based context manager, the registry looked up
+    once). Everything else takes the general path.
+    """
+
+    def start_span(
+        self,
+        name: str,
+        context: Context | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: types.Attributes = None,
+        links: Sequence[Link] | None = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+    ) -> Span:
+        stand_in = self._stand_in(links)
+        if stand_in is not None:
+            return stand_in
+        return super().start_span(
+            name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
+        )
+
+    def _stand_in(self, links: Sequence[Link] | None) -> Span | None:
+        """The stand-in of a runtime span linked to a run that drops them, else None."""
+        try:
+            cause = REGISTRY.lookup_links(links)
+            if cause is None or cause.run.runtime_spans != "off" or not self._provider.accepts(cause.run):
+                return None
+            return NonRecordingSpan(REGISTRY.stand_in(cause))
+        except Exception:  # the general path decides, and falls back safely
+            return None
+
+    def start_as_current_span(  # type: ignore[override]
+        self,
+        name: str,
+        context: Context | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: types.Attributes = None,
+        links: Sequence[Link] | None = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+        end_on_exit: bool = True,
+    ) -> AbstractContextManager[Span]:
+        stand_in = self._stand_in(links)
+        if stand_in is not None:
+            return _Current(stand_in)
+        return super().start_as_current_span(
+            name,
+            context,
+            kind,
+            attributes,
+            links,
+            start_time,
+            record_exception,
+            set_status_on_exception,
+            end_on_exit,
+        )
+
+
+class _Current:
+    """Makes a span that records nothing current for a `with` block."""
+
+    __slots__ = ("_span", "_token")
+
+    def __init__(self, span: Span) -> None:
+        self._span = span
+        self._token: object = None
+
+    def __enter__(self) -> Span:
+        self._token = otel_context.attach(trace.set_span_in_context(self._span))
+        return self._span
+
+    def __exit__(self, *exc_info: object) -> None:
+        otel_context.detach(self._token)  # type: ignore[arg-type]
+
+
+def _tracer_class(name: str) -> type[RunAwareTracer]:
+    return RuntimeTracer if name.startswith(_RUNTIME_TRACER_PREFIX) else RunAwareTracer
+
+
 class RunAwareTracerProvider(trace.TracerProvider):
     """Hands out `RunAwareTracer`s over a delegate provider (looked up at every span start)."""
 
@@ -448,13 +537,13 @@ class RunAwareTracerProvider(trace.TracerProvider):
         attributes: types.Attributes = None,
     ) -> trace.Tracer:
         if attributes:  # rare: not worth a cache key
-            return RunAwareTracer(
+            return _tracer_class(instrumenting_module_name)(
                 self, instrumenting_module_name, instrumenting_library_version, schema_url, attributes
             )
         key = (instrumenting_module_name, instrumenting_library_version, schema_url)
         tracer = self._tracers.get(key)
         if tracer is None:  # AutoGen asks for a tracer on every span: one per name, reused
-            tracer = self._tracers[key] = RunAwareTracer(self, *key, None)
+            tracer = self._tracers[key] = _tracer_class(instrumenting_module_name)(self, *key, None)
         return tracer
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:

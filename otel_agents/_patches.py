@@ -1,10 +1,11 @@
-"""The one change otel-agents makes to AutoGen: a span for a team nested in a traced run.
+"""What otel-agents wraps in AutoGen, installed by `configure()` and again by each tap (cheap).
 
-AutoGen 0.7.5 makes no turn span when a team is a participant of another team (its
-`ChatAgentContainer` calls the inner team's `run_stream`). `BaseGroupChat.run_stream` (public) is
-wrapped so that a call made inside a traced run gets an `invoke_workflow {inner team}` span under
-that run's workflow, with the inner team's turns under it. Outside a traced run it returns AutoGen's
-own stream untouched.
+Model clients' `create`/`create_stream` (`_model_calls`), tools (`_tools`), the parsed-link memory
+(`_private_patches`), and here a span for a team nested in a traced run. AutoGen 0.7.5 makes no turn
+span when a team is a participant of another team (its `ChatAgentContainer` calls the inner team's
+`run_stream`). `BaseGroupChat.run_stream` (public) is wrapped so that a call made inside a traced
+run gets an `invoke_workflow {inner team}` span under that run's workflow, with the inner team's
+turns under it. Outside a traced run it returns AutoGen's own stream untouched.
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ def install() -> None:
     """Wrap `BaseGroupChat.run_stream` once per process, and every model client and tool class so far."""
     from autogen_agentchat.teams import BaseGroupChat
 
-    from . import _model_calls, _tools
+    from . import _model_calls, _private_patches, _tools
 
     _model_calls.install()
     _tools.install()
+    _private_patches.install_link_cache()
     with _lock:
         original = BaseGroupChat.run_stream
         if getattr(original, MARK, False):

@@ -36,8 +36,8 @@ def create_runtime(
     try:
         from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime
 
-        from . import _grpc_patch
+        from . import _private_patches
     except ImportError:
         raise ConfigError(_GRPC_MISSING) from None
-    _grpc_patch.install()
+    _private_patches.install_grpc()
     return GrpcWorkerAgentRuntime(host_address=host_address, tracer_provider=resolved.tracer_provider, **runtime_kwargs)

@@ -302,3 +302,33 @@ async def test_spans_a_run_causes_after_it_ended_are_dropped_not_orphaned(captur
     tree = one_trace(capture.spans())
     assert tree.root.attributes["otel_agents.stop_kind"] == "consumer_closed"
     assert all(s.end_time <= tree.root.end_time for s in tree.named("invoke_agent ")), "nothing recorded late"
+
+
+def test_each_envelope_trace_context_is_parsed_once_and_links_stay_the_same(
+    capture: Capture, monkeypatch: Any
+) -> None:
+    from autogen_core._telemetry import _propagation, _tracing
+    from opentelemetry import propagate
+    from opentelemetry.propagators.composite import CompositePropagator
+
+    parses: list[Any] = []
+
+    def counting_extract(carrier: Any, *args: Any, **kwargs: Any) -> Any:
+        parses.append(carrier)
+        return propagate.extract(carrier, *args, **kwargs)
+
+    monkeypatch.setattr(_propagation, "extract", counting_extract)
+    envelope = _propagation.EnvelopeMetadata(
+        traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", tracestate="vendor=1"
+    )
+    expected = [link.context for link in _propagation.get_telemetry_links(envelope) or ()]
+    parses.clear()
+
+    first = [link.context for link in _tracing.get_telemetry_links(envelope) or ()]
+    again = [link.context for link in _tracing.get_telemetry_links(envelope) or ()]
+    assert first == again == expected and expected[0].span_id == 0xB7AD6B7169203331
+    assert len(parses) == 1, "installed on the pinned autogen-core: the second lookup is remembered"
+
+    monkeypatch.setattr(propagate, "_HTTP_TEXT_FORMAT", CompositePropagator([]))  # a propagator reading nothing
+    (ignored,) = _tracing.get_telemetry_links(envelope) or ()
+    assert not ignored.context.is_valid, "what was parsed is remembered per propagator"
