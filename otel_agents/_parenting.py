@@ -31,7 +31,7 @@ import re
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -432,8 +432,8 @@ class RuntimeTracer(RunAwareTracer):
 
     AutoGen starts about ten of them per message, each through `start_as_current_span` in a `with`
     block. With runtime spans `off`, the usual case, each one is only a stand-in made current for
-    the block: that path is kept short (no generator-based context manager, the registry looked up
-    once). Everything else takes the general path.
+    the block (or left current, when it already is): that path is kept short, with no
+    generator-based context manager. Everything else takes the general path.
     """
 
     def start_span(
@@ -447,20 +447,23 @@ class RuntimeTracer(RunAwareTracer):
         record_exception: bool = True,
         set_status_on_exception: bool = True,
     ) -> Span:
-        stand_in = self._stand_in(links)
+        stand_in = self._stand_in(trace.get_current_span(context).get_span_context(), links)
         if stand_in is not None:
-            return stand_in
+            return NonRecordingSpan(stand_in)
         return super().start_span(
             name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
         )
 
-    def _stand_in(self, links: Sequence[Link] | None) -> Span | None:
-        """The stand-in of a runtime span linked to a run that drops them, else None."""
+    def _stand_in(self, parent: SpanContext, links: Sequence[Link] | None) -> SpanContext | None:
+        """The stand-in for a runtime span caused in a run that drops them, else None.
+
+        The cause is what the general path takes for a runtime span: the linked span, else the parent.
+        """
         try:
-            cause = REGISTRY.lookup_links(links)
+            cause = REGISTRY.lookup_links(links) or REGISTRY.lookup(parent)
             if cause is None or cause.run.runtime_spans != "off" or not self._provider.accepts(cause.run):
                 return None
-            return NonRecordingSpan(REGISTRY.stand_in(cause))
+            return REGISTRY.stand_in(cause)
         except Exception:  # the general path decides, and falls back safely
             return None
 
@@ -476,9 +479,12 @@ class RuntimeTracer(RunAwareTracer):
         set_status_on_exception: bool = True,
         end_on_exit: bool = True,
     ) -> AbstractContextManager[Span]:
-        stand_in = self._stand_in(links)
+        current = trace.get_current_span(context)
+        stand_in = self._stand_in(current.get_span_context(), links)
         if stand_in is not None:
-            return _Current(stand_in)
+            if context is None and current.get_span_context() is stand_in:
+                return nullcontext(current)  # already current: a message sent while processing one
+            return _Current(NonRecordingSpan(stand_in))
         return super().start_as_current_span(
             name,
             context,
