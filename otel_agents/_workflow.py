@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import random
 import time
-import uuid
+import weakref
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -26,6 +27,24 @@ def _autogen_types() -> tuple[type[Any], type[Any]]:
     return TaskResult, ModelClientStreamingChunkEvent
 
 
+_tracers: weakref.WeakKeyDictionary[trace.TracerProvider, trace.Tracer] = weakref.WeakKeyDictionary()
+
+
+def _tracer(provider: trace.TracerProvider) -> trace.Tracer:
+    """Our tracer of `provider`, asked for once (the SDK's `get_tracer` is not cheap)."""
+    tracer = _tracers.get(provider)
+    if tracer is None:
+        from ._version import __version__
+
+        tracer = _tracers[provider] = provider.get_tracer(_TRACER_NAME, __version__)
+    return tracer
+
+
+def new_run_id() -> str:
+    """32 lowercase hex digits, drawn as the SDK draws trace ids (`os.urandom` can be slow)."""
+    return f"{random.getrandbits(128):032x}"
+
+
 class WorkflowSpan:
     """`invoke_workflow {name}`: the span of a run (root) or of a nested team, and its figures."""
 
@@ -37,18 +56,16 @@ class WorkflowSpan:
         *,
         is_root: bool,
     ) -> None:
-        from ._version import __version__
-
         self.run = run
         self.is_root = is_root
         self._task_result_type, self._chunk_type = _autogen_types()
-        self._tracer = run.provider.get_tracer(_TRACER_NAME, __version__)
+        self._tracer = _tracer(run.provider)
         self._last_ns = self._start_ns = time.time_ns()
         attributes: dict[str, Any] = {
             sc.GEN_AI_OPERATION_NAME: sc.OPERATION_INVOKE_WORKFLOW,
             sc.GEN_AI_WORKFLOW_NAME: name,
         }
-        self.run_id = uuid.uuid4().hex if is_root else None
+        self.run_id = new_run_id() if is_root else None
         if self.run_id is not None:
             attributes[sc.RUN_ID] = self.run_id
         self.span = self._tracer.start_span(
