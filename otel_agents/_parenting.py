@@ -38,7 +38,7 @@ from typing import Final
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind
+from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.util import types
 from opentelemetry.util._decorator import _agnosticcontextmanager
 
@@ -432,8 +432,8 @@ class RuntimeTracer(RunAwareTracer):
 
     AutoGen starts about ten of them per message, each through `start_as_current_span` in a `with`
     block. With runtime spans `off`, the usual case, each one is only a stand-in made current for
-    the block (or left current, when it already is): that path is kept short, with no
-    generator-based context manager. Everything else takes the general path.
+    the block (or left current, when it already is): that path is kept short. Recorded ones take
+    the general path. Either way the block gets a plain context manager, not a generator-based one.
     """
 
     def start_span(
@@ -484,35 +484,48 @@ class RuntimeTracer(RunAwareTracer):
         if stand_in is not None:
             if context is None and current.get_span_context() is stand_in:
                 return nullcontext(current)  # already current: a message sent while processing one
-            return _Current(NonRecordingSpan(stand_in))
-        return super().start_as_current_span(
-            name,
-            context,
-            kind,
-            attributes,
-            links,
-            start_time,
-            record_exception,
-            set_status_on_exception,
-            end_on_exit,
+            return _InUse(NonRecordingSpan(stand_in))
+        span = RunAwareTracer.start_span(  # the general path (the stand-in path was just ruled out)
+            self, name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
         )
+        return _InUse(span, end_on_exit, record_exception, set_status_on_exception)
 
 
-class _Current:
-    """Makes a span that records nothing current for a `with` block."""
+class _InUse:
+    """`trace.use_span` as a plain context manager: AutoGen's runtime spans only go in `with` blocks."""
 
-    __slots__ = ("_span", "_token")
+    __slots__ = ("_end_on_exit", "_record_exception", "_set_status_on_exception", "_span", "_token")
 
-    def __init__(self, span: Span) -> None:
+    def __init__(
+        self,
+        span: Span,
+        end_on_exit: bool = False,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+    ) -> None:
         self._span = span
+        self._end_on_exit = end_on_exit
+        self._record_exception = record_exception
+        self._set_status_on_exception = set_status_on_exception
         self._token: object = None
 
     def __enter__(self) -> Span:
         self._token = otel_context.attach(trace.set_span_in_context(self._span))
         return self._span
 
-    def __exit__(self, *exc_info: object) -> None:
-        otel_context.detach(self._token)  # type: ignore[arg-type]
+    def __exit__(self, exc_type: object, exc: BaseException | None, traceback: object) -> None:
+        span = self._span
+        try:
+            otel_context.detach(self._token)  # type: ignore[arg-type]
+            # as use_span does: Exception only (GeneratorExit and the like are not errors)
+            if isinstance(exc, Exception) and span.is_recording():
+                if self._record_exception:
+                    span.record_exception(exc)
+                if self._set_status_on_exception:
+                    span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        finally:
+            if self._end_on_exit:
+                span.end()
 
 
 def _tracer_class(name: str) -> type[RunAwareTracer]:

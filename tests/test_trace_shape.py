@@ -6,6 +6,7 @@ import asyncio
 import re
 from typing import Any
 
+import pytest
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.conditions import HandoffTermination, MaxMessageTermination, TextMentionTermination
 from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat, Swarm
@@ -104,6 +105,35 @@ async def test_runtime_spans_nested_are_under_the_turn_that_caused_them(nested_c
     assert "autogen process writer" in names and "autogen process critic" in names
     assert any(tree.parent(s) is not tree.root for s in runtime_spans), "some runtime spans sit under turns"
     assert tree.depth() <= 4
+
+
+def test_a_recorded_runtime_span_ends_with_its_block_and_records_its_error(nested_capture: Capture) -> None:
+    from opentelemetry import trace
+    from opentelemetry.trace import Link, StatusCode
+
+    from otel_agents._tap import start_run
+
+    workflow = start_run(nested_capture.telemetry, "blocks")
+    assert workflow is not None
+    tracer = nested_capture.telemetry.tracer_provider.get_tracer("autogen SingleThreadedAgentRuntime")
+    cause = [Link(workflow.span.get_span_context())]
+    with tracer.start_as_current_span("autogen process writer", links=cause) as fine:
+        assert trace.get_current_span() is fine and fine.is_recording()
+    with pytest.raises(ValueError), tracer.start_as_current_span("autogen process critic", links=cause):
+        raise ValueError("the handler failed")
+    with pytest.raises(GeneratorExit), tracer.start_as_current_span("autogen send writer", links=cause):
+        raise GeneratorExit  # not an error, as for use_span
+    assert trace.get_current_span() is trace.INVALID_SPAN, "every block detached its span"
+    workflow.end()
+
+    by_name = {s.name: s for s in nested_capture.spans()}
+    assert by_name["autogen process writer"].status.status_code is StatusCode.UNSET
+    failed = by_name["autogen process critic"]
+    assert failed.status.status_code is StatusCode.ERROR
+    events = [(e.name, (e.attributes or {}).get("exception.type")) for e in failed.events]
+    assert events == [("exception", "ValueError")]
+    assert by_name["autogen send writer"].status.status_code is StatusCode.UNSET
+    assert not by_name["autogen send writer"].events
 
 
 async def test_shared_runtime_started_inside_another_run_does_not_mix_runs(capture: Capture) -> None:
@@ -304,9 +334,7 @@ async def test_spans_a_run_causes_after_it_ended_are_dropped_not_orphaned(captur
     assert all(s.end_time <= tree.root.end_time for s in tree.named("invoke_agent ")), "nothing recorded late"
 
 
-def test_each_envelope_trace_context_is_parsed_once_and_links_stay_the_same(
-    capture: Capture, monkeypatch: Any
-) -> None:
+def test_each_envelope_trace_context_is_parsed_once_and_links_stay_the_same(capture: Capture, monkeypatch: Any) -> None:
     from autogen_core._telemetry import _propagation, _tracing
     from opentelemetry import propagate
     from opentelemetry.propagators.composite import CompositePropagator
