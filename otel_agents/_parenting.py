@@ -5,14 +5,14 @@ loop and only *links* them to the sender's span; AgentChat's `invoke_agent` span
 those. A `RunAwareTracerProvider` hands out tracers that, while a run is active, choose the parent
 themselves:
 
-- the registry maps the span id of every span a run has started (and of the stand-ins below) to a
-  `Node`: the run, the span's *anchor* (the agent turn or workflow it belongs to) and its workflow
-  (the run span, or the span of a nested team);
+- the registry maps the span id of every span a run has started to a `Node`: the run, the span's
+  *anchor* (the agent turn or workflow it belongs to) and its workflow (the run span, or the span
+  of a nested team);
 - an AutoGen runtime span (`autogen create|send|publish|process|ack`) is caused by the span it
   links to (else its parent); it goes under the anchor of its cause, never under another runtime
   span, so depth does not grow with the number of messages. With runtime spans `off` it is not
-  recorded: a non-recording stand-in whose span context is registered in its place keeps the chain
-  of causes intact (AutoGen copies it into the next message's envelope);
+  recorded: its workflow's span context stands in for it (made current for its block, copied by
+  AutoGen into the next message's envelope), which keeps the chain of causes intact;
 - an agent turn (`invoke_agent`) goes directly under the workflow of its cause;
 - any other span goes under its parent, or under the workflow when the parent is a runtime span
   (a model call made by no agent, such as a selector choosing the next speaker);
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import random
 import re
 import threading
 from collections import deque
@@ -86,7 +85,6 @@ class Run:
     totals: RunTotals = field(default_factory=RunTotals)
     ended: bool = False
     span_ids: list[int] = field(default_factory=list)
-    stand_ins: dict[int, SpanContext] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,27 +131,14 @@ class Registry:
         return None
 
     def stand_in(self, cause: Node) -> SpanContext:
-        """The span context of a dropped runtime span caused at `cause`: one per workflow.
+        """What stands for a dropped runtime span (runtime spans `off`) caused at `cause`: its workflow.
 
-        Only dropped (runtime spans `off`) spans get stand-ins, so no recorded span is ever placed
-        under a stand-in's anchor: the workflow is all its children need (turns and model calls go
-        under it), and one per workflow keeps a long run's registry small.
+        Made current for the runtime span's block and copied by AutoGen into the envelopes of the
+        messages sent in it, the workflow's own span context keeps the chain of causes intact; the
+        turns and model calls it causes go under that workflow, as they should; and a span started
+        under it by a tracer that is not ours gets a parent that exists. It is registered already.
         """
-        run = cause.run
-        workflow = cause.workflow
-        existing = run.stand_ins.get(workflow.span_id)
-        if existing is not None:
-            return existing
-        context = SpanContext(
-            workflow.trace_id,
-            random.getrandbits(64) or 1,
-            is_remote=False,
-            trace_flags=workflow.trace_flags,
-            trace_state=workflow.trace_state,
-        )
-        run.stand_ins[workflow.span_id] = context
-        self.add(context, Node(run, workflow, workflow, is_runtime=True))
-        return context
+        return cause.workflow
 
     def followed_run(self, trace_id: int, provider: trace.TracerProvider, runtime_spans: RuntimeSpans) -> Run:
         """The run that stands for a trace started elsewhere (another process), while it is active.
@@ -179,7 +164,6 @@ class Registry:
             for span_id in ids:
                 self._nodes.pop(span_id, None)
             run.span_ids.clear()
-            run.stand_ins.clear()
             self._ended.update(ids)
             self._ended_order.append(ids)
             while len(self._ended) > _ENDED_SPANS_KEPT and len(self._ended_order) > 1:

@@ -107,6 +107,24 @@ async def test_runtime_spans_nested_are_under_the_turn_that_caused_them(nested_c
     assert tree.depth() <= 4
 
 
+async def test_what_autogen_handlers_see_as_current_is_a_span_of_the_run(capture: Capture) -> None:
+    """With runtime spans off, code in AutoGen's handlers (here a termination condition) sees a real
+    span of the run as current, so a span a foreign tracer starts there has a parent that exists."""
+    from autogen_agentchat.conditions import FunctionalTermination
+    from opentelemetry import trace
+
+    seen: list[int] = []
+
+    def five_messages(new_messages: Any) -> bool:
+        seen.append(trace.get_current_span().get_span_context().span_id)
+        return len(seen) >= 5  # called once per new message here
+
+    await drain(otel_agents.tap(writers_room(termination=FunctionalTermination(five_messages)).run_stream(task="go")))
+
+    tree = one_trace(capture.spans())
+    assert seen and set(seen) == {tree.root.context.span_id}
+
+
 def test_a_recorded_runtime_span_ends_with_its_block_and_records_its_error(nested_capture: Capture) -> None:
     from opentelemetry import trace
     from opentelemetry.trace import Link, StatusCode
