@@ -323,14 +323,13 @@ class RunAwareTracer(trace.Tracer):
                 name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
             )
 
-        run = cause.run
-        if role is Role.RUNTIME and run.runtime_spans == "off":
-            return NonRecordingSpan(REGISTRY.stand_in(cause))
-
         if role is Role.RUNTIME:
-            place_under = cause.anchor
-            name, attributes = stable_runtime_span_name(name), _without_content(attributes)
-        elif role is Role.TURN:
+            return self._runtime_span_in_run(
+                cause, name, kind, attributes, links, start_time, record_exception, set_status_on_exception
+            )
+
+        run = cause.run
+        if role is Role.TURN:
             place_under = cause.workflow
         elif cause.is_runtime:
             place_under = cause.workflow
@@ -351,13 +350,39 @@ class RunAwareTracer(trace.Tracer):
             set_status_on_exception,
         )
         own = span.get_span_context()
-        if role is Role.RUNTIME:
-            REGISTRY.add(own, Node(run, cause.anchor, cause.workflow, is_runtime=True))
-        elif role is Role.TURN:
+        if role is Role.TURN:
             agent = attributes.get(sc.GEN_AI_AGENT_NAME) if attributes else None
             REGISTRY.add(own, Node(run, own, cause.workflow, False, agent if isinstance(agent, str) else None))
         # Other spans (model calls, tools, your own) are not registered: spans under them keep their
         # parent as it is, which is already inside the run. That keeps a long run's registry small.
+        return span
+
+    def _runtime_span_in_run(
+        self,
+        cause: Node,
+        name: str,
+        kind: SpanKind,
+        attributes: types.Attributes,
+        links: Sequence[Link] | None,
+        start_time: int | None,
+        record_exception: bool,
+        set_status_on_exception: bool,
+    ) -> Span:
+        """A runtime span caused in a run: its stand-in (`off`), or recorded under its cause's anchor."""
+        run = cause.run
+        if run.runtime_spans == "off":
+            return NonRecordingSpan(REGISTRY.stand_in(cause))
+        span = self._tracer_of(run.provider, "_run_cache").start_span(
+            stable_runtime_span_name(name),
+            trace.set_span_in_context(NonRecordingSpan(cause.anchor)),
+            kind,
+            _without_content(attributes),
+            links,
+            start_time,
+            record_exception,
+            set_status_on_exception,
+        )
+        REGISTRY.add(span.get_span_context(), Node(run, cause.anchor, cause.workflow, is_runtime=True))
         return span
 
     def _adopt(
@@ -415,10 +440,36 @@ class RuntimeTracer(RunAwareTracer):
     """The tracer of AutoGen's runtime spans (`autogen create|send|publish|process|ack ...`).
 
     AutoGen starts about ten of them per message, each through `start_as_current_span` in a `with`
-    block. With runtime spans `off`, the usual case, each one is only a stand-in made current for
-    the block (or left current, when it already is): that path is kept short. Recorded ones take
-    the general path. Either way the block gets a plain context manager, not a generator-based one.
+    block. Inside a run the path is kept short: the cause is looked up once, and the block gets a
+    plain context manager, not a generator-based one. With runtime spans `off` (the usual case)
+    the workflow's context is made current for the block, or left current when it already is.
+    Spans outside any run take the general path.
     """
+
+    def _in_run(
+        self,
+        parent: SpanContext,
+        name: str,
+        kind: SpanKind,
+        attributes: types.Attributes,
+        links: Sequence[Link] | None,
+        start_time: int | None,
+        record_exception: bool,
+        set_status_on_exception: bool,
+    ) -> Span | None:
+        """The span (or stand-in) of a runtime span caused in a run, else None (the general path decides).
+
+        The cause is what the general path takes for a runtime span: the linked span, else the parent.
+        """
+        try:
+            cause = REGISTRY.lookup_links(links) or REGISTRY.lookup(parent)
+            if cause is None or not self._provider.accepts(cause.run):
+                return None
+            return self._runtime_span_in_run(
+                cause, name, kind, attributes, links, start_time, record_exception, set_status_on_exception
+            )
+        except Exception:  # the general path decides, and falls back safely
+            return None
 
     def start_span(
         self,
@@ -431,25 +482,15 @@ class RuntimeTracer(RunAwareTracer):
         record_exception: bool = True,
         set_status_on_exception: bool = True,
     ) -> Span:
-        stand_in = self._stand_in(trace.get_current_span(context).get_span_context(), links)
-        if stand_in is not None:
-            return NonRecordingSpan(stand_in)
+        parent = trace.get_current_span(context).get_span_context()
+        span = self._in_run(
+            parent, name, kind, attributes, links, start_time, record_exception, set_status_on_exception
+        )
+        if span is not None:
+            return span
         return super().start_span(
             name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
         )
-
-    def _stand_in(self, parent: SpanContext, links: Sequence[Link] | None) -> SpanContext | None:
-        """The stand-in for a runtime span caused in a run that drops them, else None.
-
-        The cause is what the general path takes for a runtime span: the linked span, else the parent.
-        """
-        try:
-            cause = REGISTRY.lookup_links(links) or REGISTRY.lookup(parent)
-            if cause is None or cause.run.runtime_spans != "off" or not self._provider.accepts(cause.run):
-                return None
-            return REGISTRY.stand_in(cause)
-        except Exception:  # the general path decides, and falls back safely
-            return None
 
     def start_as_current_span(  # type: ignore[override]
         self,
@@ -463,15 +504,16 @@ class RuntimeTracer(RunAwareTracer):
         set_status_on_exception: bool = True,
         end_on_exit: bool = True,
     ) -> AbstractContextManager[Span]:
-        current = trace.get_current_span(context)
-        stand_in = self._stand_in(current.get_span_context(), links)
-        if stand_in is not None:
-            if context is None and current.get_span_context() is stand_in:
-                return nullcontext(current)  # already current: a message sent while processing one
-            return _InUse(NonRecordingSpan(stand_in))
-        span = RunAwareTracer.start_span(  # the general path (the stand-in path was just ruled out)
-            self, name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
+        parent = trace.get_current_span(context).get_span_context()
+        span = self._in_run(
+            parent, name, kind, attributes, links, start_time, record_exception, set_status_on_exception
         )
+        if span is None:
+            span = RunAwareTracer.start_span(
+                self, name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
+            )
+        elif context is None and not span.is_recording() and span.get_span_context() is parent:
+            return nullcontext(span)  # already current: a message sent while processing one
         return _InUse(span, end_on_exit, record_exception, set_status_on_exception)
 
 
