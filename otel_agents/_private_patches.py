@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 from opentelemetry import propagate
-from opentelemetry.trace import Link, SpanContext
+from opentelemetry.trace import Link
 
 from ._wrapping import MARK, mark
 
@@ -73,7 +73,7 @@ def install_link_cache() -> None:
 
 
 def _remember_links(original: Callable[[Any], Sequence[Link] | None]) -> Callable[[Any], Sequence[Link] | None]:
-    parsed: dict[tuple[str, str | None, object], SpanContext] = {}
+    parsed: dict[tuple[str, str | None, object], tuple[Link]] = {}
 
     @functools.wraps(original)
     def get_telemetry_links(metadata: Any) -> Sequence[Link] | None:
@@ -81,14 +81,14 @@ def _remember_links(original: Callable[[Any], Sequence[Link] | None]) -> Callabl
         if not isinstance(traceparent, str):  # gRPC metadata, or no trace context: as AutoGen does it
             return original(metadata)
         key = (traceparent, getattr(metadata, "tracestate", None), propagate.get_global_textmap())
-        context = parsed.get(key)
-        if context is not None:
-            return [Link(context)]
-        links = original(metadata)
-        if links is not None and len(links) == 1 and not links[0].attributes:
+        links = parsed.get(key)
+        if links is not None:
+            return links  # a tuple: the span each goes to copies it, nobody changes it
+        fresh = original(metadata)
+        if fresh is not None and len(fresh) == 1 and not fresh[0].attributes:
             if len(parsed) >= _LINKS_KEPT:
                 parsed.clear()
-            parsed[key] = links[0].context
-        return links
+            parsed[key] = (fresh[0],)
+        return fresh
 
     return get_telemetry_links
