@@ -119,15 +119,16 @@ class Registry:
         return node
 
     def lookup(self, span_context: SpanContext | None) -> Node | None:
-        if span_context is None or not span_context.is_valid:
-            return None
-        return self._nodes.get(span_context.span_id)
+        # Only valid span contexts are added, so an invalid one (span id 0) finds nothing.
+        return self._nodes.get(span_context.span_id) if span_context is not None else None
 
     def lookup_links(self, links: Sequence[Link] | None) -> Node | None:
-        for link in links or ():
-            node = self.lookup(link.context)
-            if node is not None:
-                return node
+        if links:
+            nodes = self._nodes
+            for link in links:
+                node = nodes.get(link.context.span_id)
+                if node is not None:
+                    return node
         return None
 
     def stand_in(self, cause: Node) -> SpanContext:
@@ -505,6 +506,16 @@ class RuntimeTracer(RunAwareTracer):
         end_on_exit: bool = True,
     ) -> AbstractContextManager[Span]:
         parent = trace.get_current_span(context).get_span_context()
+        try:
+            cause = REGISTRY.lookup_links(links) or REGISTRY.lookup(parent)
+            if cause is not None and cause.run.runtime_spans == "off" and self._provider.accepts(cause.run):
+                # the most frequent case, kept shortest: the workflow stands in (see Registry.stand_in)
+                stand_in = NonRecordingSpan(REGISTRY.stand_in(cause))
+                if context is None and cause.workflow is parent:
+                    return nullcontext(stand_in)  # already current: a message sent while processing one
+                return _InUse(stand_in)
+        except Exception:  # the paths below decide, and fall back safely
+            pass
         span = self._in_run(
             parent, name, kind, attributes, links, start_time, record_exception, set_status_on_exception
         )
@@ -512,8 +523,6 @@ class RuntimeTracer(RunAwareTracer):
             span = RunAwareTracer.start_span(
                 self, name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
             )
-        elif context is None and not span.is_recording() and span.get_span_context() is parent:
-            return nullcontext(span)  # already current: a message sent while processing one
         return _InUse(span, end_on_exit, record_exception, set_status_on_exception)
 
 
