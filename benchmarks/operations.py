@@ -22,7 +22,41 @@ def measure_operations(repeat: int) -> dict[str, dict[str, Any]]:
     results: dict[str, dict[str, Any]] = {}
     for runtime_spans in ("off", "nested"):
         results.update(_measure(runtime_spans, repeat))
+    results.update(_measure_metrics(repeat))
     return results
+
+
+def _measure_metrics(repeat: int) -> dict[str, dict[str, Any]]:
+    """Measurements are made only when metrics go somewhere; what they cost when they do."""
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from benchmarks.workloads import CountingExporter
+    from otel_agents import configure
+
+    telemetry = configure(span_exporter=CountingExporter(), metric_readers=[InMemoryMetricReader()])
+    instruments = telemetry.instruments
+
+    def model_call() -> None:
+        instruments.model_call(
+            provider="openai",
+            model="gpt-4o-mini",
+            agent="writer",
+            workflow="bench",
+            input_tokens=20,
+            output_tokens=3,
+            duration_s=0.5,
+            cost_usd=0.00001,
+            error_type=None,
+        )
+
+    result = {
+        "model-call metrics, per call, when metrics are exported": {
+            "us": _time(model_call, repeat),
+            "when": "each model call (none without a metrics destination)",
+        }
+    }
+    telemetry.shutdown()
+    return result
 
 
 def _measure(runtime_spans: str, repeat: int) -> dict[str, dict[str, Any]]:

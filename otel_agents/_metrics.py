@@ -28,8 +28,13 @@ def _present(attributes: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class Instruments:
-    def __init__(self, meter_provider: metrics.MeterProvider, telemetry: Any) -> None:
-        meter = meter_provider.get_meter("otel_agents", __version__)
+    """The instruments, on `meter_provider`; or, when nothing exports its metrics (`exported=False`:
+    our own pipeline built with no metric reader), no-op ones and no measurement made at all: a
+    measurement costs more than a span here, and nobody would read it."""
+
+    def __init__(self, meter_provider: metrics.MeterProvider, telemetry: Any, *, exported: bool = True) -> None:
+        self.exported = exported
+        meter = (meter_provider if exported else metrics.NoOpMeterProvider()).get_meter("otel_agents", __version__)
         self.token_usage = meter.create_histogram(
             "gen_ai.client.token.usage",
             unit="{token}",
@@ -97,6 +102,8 @@ class Instruments:
         error_type: str | None,
     ) -> None:
         """One model call: its tokens, duration and cost (the current context is the call's span)."""
+        if not self.exported:
+            return
         common = _present(
             {
                 sc.GEN_AI_OPERATION_NAME: sc.OPERATION_CHAT,
@@ -129,6 +136,8 @@ class Instruments:
         context: Context,
     ) -> None:
         """One team run, recorded in the context of its run span (for exemplars)."""
+        if not self.exported:
+            return
         by_kind = {sc.GEN_AI_WORKFLOW_NAME: workflow, sc.STOP_KIND: stop_kind}
         self.workflow_duration.record(duration_s, by_kind, context=context)
         self.run_messages.record(messages, by_kind, context=context)

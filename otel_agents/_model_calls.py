@@ -160,10 +160,13 @@ class ModelCall:
         if self._error is not None:
             mark_error(span, self._error)
         span.end()
+        instruments = self._telemetry.instruments
+        if not instruments.exported:
+            return
         run = self.node.run if self.node is not None else None
         token = otel_context.attach(self.context)  # exemplars point at this call
         try:
-            self._telemetry.instruments.model_call(
+            instruments.model_call(
                 provider=self._provider,
                 model=self.model,
                 agent=self.agent,

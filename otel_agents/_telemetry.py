@@ -44,13 +44,15 @@ class Telemetry:
         meter_provider: metrics.MeterProvider,
         prices: PriceTable | None = None,
         health: Health | None = None,
+        *,
+        metrics_exported: bool = True,
     ) -> None:
         self.settings = settings
         self._health = health
         self.prices = prices if prices is not None else PriceTable()
         self._sdk_tracer_provider = sdk_tracer_provider
         self._meter_provider = meter_provider
-        self.instruments = Instruments(meter_provider, self)
+        self.instruments = Instruments(meter_provider, self, exported=metrics_exported)
         self._tracer_provider = RunAwareTracerProvider(
             lambda: self._sdk_tracer_provider, lambda: self.settings.runtime_spans
         )
@@ -271,7 +273,7 @@ def _build(
         tracer_provider.add_span_processor(_pipeline.make_processor(exporter, settings.content, health))
     _pipeline.quiet_queue_full_logs()
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
-    telemetry = Telemetry(settings, tracer_provider, meter_provider, prices, health)
+    telemetry = Telemetry(settings, tracer_provider, meter_provider, prices, health, metrics_exported=bool(readers))
     telemetry.prometheus = endpoint
     return telemetry
 

@@ -200,6 +200,37 @@ def dashboard_queries() -> list[tuple[str, str]]:
     return queries
 
 
+async def test_with_no_metrics_destination_no_measurement_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Measurements cost more than spans; with nothing to export them to, none is made."""
+    from opentelemetry.sdk.metrics._internal.measurement_consumer import SynchronousMeasurementConsumer
+
+    from tests.support.teams import writers_room
+
+    made: list[Any] = []
+    consume = SynchronousMeasurementConsumer.consume_measurement
+    monkeypatch.setattr(
+        SynchronousMeasurementConsumer,
+        "consume_measurement",
+        lambda self, measurement: (made.append(measurement), consume(self, measurement))[1],
+    )
+    monkeypatch.delenv("OTEL_METRICS_EXPORTER", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", raising=False)
+
+    with otel_agents.configure(span_exporter=InMemorySpanExporter()):
+        await drain(otel_agents.tap(writers_room(max_messages=3).run_stream(task="go")))
+    assert made == []
+
+    reader = InMemoryMetricReader()
+    with otel_agents.configure(span_exporter=InMemorySpanExporter(), metric_readers=[reader]):
+        await drain(otel_agents.tap(writers_room(max_messages=3).run_stream(task="go")))
+        names = {
+            m.name for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+        }
+    assert len(made) >= 7, "2 calls: tokens in and out, duration, unpriced tokens; the run: 3"
+    assert {"gen_ai.client.token.usage", "gen_ai.client.operation.duration", "otel_agents.runs"} <= names
+
+
 def test_the_dashboard_has_the_panels_the_issue_lists() -> None:
     titles = {panel["title"] for panel in json.loads(DASHBOARD.read_text())["panels"]}
     assert {
