@@ -11,7 +11,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-MODES = ("untraced", "autogen", "openinference", "otel-agents", "otel-agents-nested")
+MODES = ("untraced", "autogen", "openinference", "otel-agents", "otel-agents-metrics", "otel-agents-nested")
 WORKLOADS = ("replay-5", "replay-100", "openai-tool")
 
 
@@ -53,15 +53,26 @@ def set_up(mode: str, *, endpoint: str | None = None) -> Mode:
 
             AutogenAgentChatInstrumentor().instrument(tracer_provider=provider)
         return Mode(mode, exporter, provider.force_flush)
-    if mode in ("otel-agents", "otel-agents-nested"):
+    if mode in ("otel-agents", "otel-agents-metrics", "otel-agents-nested"):
         import otel_agents
 
         runtime_spans = "nested" if mode.endswith("nested") else "off"
+        # metrics go nowhere by default (no endpoint): otel-agents then makes no measurement;
+        # "-metrics" has a reader (in memory), as a service exporting its metrics would
+        readers = []
+        if mode.endswith("metrics"):
+            from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+            readers.append(InMemoryMetricReader())
         exporter = CountingExporter()
         if endpoint is not None:  # a real backend behind the batch processor instead
-            telemetry = otel_agents.configure(endpoint=endpoint, runtime_spans=runtime_spans, store=False)
+            telemetry = otel_agents.configure(
+                endpoint=endpoint, runtime_spans=runtime_spans, store=False, metric_readers=readers
+            )
         else:
-            telemetry = otel_agents.configure(span_exporter=exporter, runtime_spans=runtime_spans)
+            telemetry = otel_agents.configure(
+                span_exporter=exporter, runtime_spans=runtime_spans, metric_readers=readers
+            )
         return Mode(mode, exporter if endpoint is None else None, telemetry.force_flush, otel_agents.tap)
     raise ValueError(f"unknown mode {mode!r}")
 

@@ -27,9 +27,10 @@ def test_the_benchmark_runs_in_quick_mode(tmp_path: Path) -> None:
     results = json.loads(numbers.read_text())
     for workload in ("replay-5", "replay-100", "openai-tool"):
         modes = results[workload]
-        assert set(modes) == {"untraced", "autogen", "openinference", "otel-agents", "otel-agents-nested"}
+        traced = {"autogen", "openinference", "otel-agents", "otel-agents-metrics", "otel-agents-nested"}
+        assert set(modes) == {"untraced", *traced}
         assert modes["untraced"]["ratio"] == 1.0 and modes["untraced"]["spans"] == 0
-        for mode in ("autogen", "openinference", "otel-agents", "otel-agents-nested"):
+        for mode in traced:
             assert modes[mode]["spans"] > 0 and modes[mode]["median_ms"] > 0, (workload, mode)
     assert results["memory"]["tap"] > 0 and results["memory"]["untraced"] > 0
     assert all(op["us"] > 0 for op in results["operations"].values())
