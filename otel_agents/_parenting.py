@@ -85,6 +85,8 @@ class Run:
     totals: RunTotals = field(default_factory=RunTotals)
     ended: bool = False
     span_ids: list[int] = field(default_factory=list)
+    under_anchor: dict[int, tuple[Context, Node]] = field(default_factory=dict)
+    """Per anchor span id: the parent context and the registry node of runtime spans placed under it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +167,7 @@ class Registry:
             for span_id in ids:
                 self._nodes.pop(span_id, None)
             run.span_ids.clear()
+            run.under_anchor.clear()
             self._ended.update(ids)
             self._ended_order.append(ids)
             while len(self._ended) > _ENDED_SPANS_KEPT and len(self._ended_order) > 1:
@@ -229,7 +232,7 @@ def _role(tracer_name: str, attributes: types.Attributes) -> Role:
 
 
 def _without_content(attributes: types.Attributes) -> types.Attributes:
-    if not attributes or not _RUNTIME_CONTENT_ATTRIBUTES.intersection(attributes):
+    if not attributes or not any(key in attributes for key in _RUNTIME_CONTENT_ATTRIBUTES):
         return attributes
     return {k: v for k, v in attributes.items() if k not in _RUNTIME_CONTENT_ATTRIBUTES}
 
@@ -373,9 +376,16 @@ class RunAwareTracer(trace.Tracer):
         run = cause.run
         if run.runtime_spans == "off":
             return NonRecordingSpan(REGISTRY.stand_in(cause))
+        placed = run.under_anchor.get(cause.anchor.span_id)
+        if placed is None:  # one per anchor (a turn or a workflow), shared by its runtime spans
+            placed = run.under_anchor[cause.anchor.span_id] = (
+                trace.set_span_in_context(NonRecordingSpan(cause.anchor)),
+                Node(run, cause.anchor, cause.workflow, is_runtime=True),
+            )
+        parent, node = placed
         span = self._tracer_of(run.provider, "_run_cache").start_span(
             stable_runtime_span_name(name),
-            trace.set_span_in_context(NonRecordingSpan(cause.anchor)),
+            parent,
             kind,
             _without_content(attributes),
             links,
@@ -383,7 +393,7 @@ class RunAwareTracer(trace.Tracer):
             record_exception,
             set_status_on_exception,
         )
-        REGISTRY.add(span.get_span_context(), Node(run, cause.anchor, cause.workflow, is_runtime=True))
+        REGISTRY.add(span.get_span_context(), node)
         return span
 
     def _adopt(
@@ -506,19 +516,21 @@ class RuntimeTracer(RunAwareTracer):
         end_on_exit: bool = True,
     ) -> AbstractContextManager[Span]:
         parent = trace.get_current_span(context).get_span_context()
+        span: Span | None = None
         try:
             cause = REGISTRY.lookup_links(links) or REGISTRY.lookup(parent)
-            if cause is not None and cause.run.runtime_spans == "off" and self._provider.accepts(cause.run):
-                # the most frequent case, kept shortest: the workflow stands in (see Registry.stand_in)
-                stand_in = NonRecordingSpan(REGISTRY.stand_in(cause))
-                if context is None and cause.workflow is parent:
-                    return nullcontext(stand_in)  # already current: a message sent while processing one
-                return _InUse(stand_in)
-        except Exception:  # the paths below decide, and fall back safely
-            pass
-        span = self._in_run(
-            parent, name, kind, attributes, links, start_time, record_exception, set_status_on_exception
-        )
+            if cause is not None and self._provider.accepts(cause.run):
+                if cause.run.runtime_spans == "off":
+                    # the most frequent case, kept shortest: the workflow stands in (see Registry.stand_in)
+                    stand_in = NonRecordingSpan(REGISTRY.stand_in(cause))
+                    if context is None and cause.workflow is parent:
+                        return nullcontext(stand_in)  # already current: a message sent while processing one
+                    return _InUse(stand_in)
+                span = self._runtime_span_in_run(
+                    cause, name, kind, attributes, links, start_time, record_exception, set_status_on_exception
+                )
+        except Exception:  # the general path decides, and falls back safely
+            span = None
         if span is None:
             span = RunAwareTracer.start_span(
                 self, name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
