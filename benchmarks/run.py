@@ -188,8 +188,9 @@ def phoenix_overhead(rounds: int) -> dict[str, dict[str, Any]] | str:
             stop_phoenix(phoenix)
 
 
-_ROUNDS_FACTOR = {"replay-5": 5.0, "replay-100": 0.25}
-"""A 5-message run takes milliseconds and its median moves most with machine noise: many more of them."""
+_ROUNDS_FACTOR = {"replay-5": 5.0, "replay-100": 0.25, "openai-tool": 3.0}
+"""Short runs' medians move most with machine noise: many more of them (5-message runs take
+milliseconds; the OpenAI-client runs wait on a local server that shares the machine)."""
 
 
 def rounds_of(workload: str, rounds: int) -> int:
@@ -216,8 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rounds",
         type=int,
-        help="runs per mode of the OpenAI-client workload (default 40, quick 3); "
-        "the 5-message runs get five times as many, the 100-message ones a quarter",
+        help="runs per mode (default 40, quick 3), times 5 for the 5-message runs, 3 for the "
+        "OpenAI-client ones, a quarter for the 100-message ones",
     )
     parser.add_argument("--out", type=Path, default=ROOT / "BENCHMARKS.md", help="where to write the tables")
     parser.add_argument("--json", type=Path, help="also write the numbers as JSON")

@@ -516,25 +516,15 @@ class RuntimeTracer(RunAwareTracer):
         end_on_exit: bool = True,
     ) -> AbstractContextManager[Span]:
         parent = trace.get_current_span(context).get_span_context()
-        span: Span | None = None
-        try:
-            cause = REGISTRY.lookup_links(links) or REGISTRY.lookup(parent)
-            if cause is not None and self._provider.accepts(cause.run):
-                if cause.run.runtime_spans == "off":
-                    # the most frequent case, kept shortest: the workflow stands in (see Registry.stand_in)
-                    stand_in = NonRecordingSpan(REGISTRY.stand_in(cause))
-                    if context is None and cause.workflow is parent:
-                        return nullcontext(stand_in)  # already current: a message sent while processing one
-                    return _InUse(stand_in)
-                span = self._runtime_span_in_run(
-                    cause, name, kind, attributes, links, start_time, record_exception, set_status_on_exception
-                )
-        except Exception:  # the general path decides, and falls back safely
-            span = None
+        span = self._in_run(
+            parent, name, kind, attributes, links, start_time, record_exception, set_status_on_exception
+        )
         if span is None:
-            span = RunAwareTracer.start_span(
+            span = RunAwareTracer.start_span(  # the general path: not caused in a run
                 self, name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
             )
+        elif context is None and not span.is_recording() and span.get_span_context() is parent:
+            return nullcontext(span)  # a stand-in already current: a message sent while processing one
         return _InUse(span, end_on_exit, record_exception, set_status_on_exception)
 
 
