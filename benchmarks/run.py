@@ -336,6 +336,14 @@ NOTES = """## Notes
 - Runtime spans nested records every messaging span AutoGen's built-in tracing records, through
   the same SDK, plus otel-agents' own spans (run, messages, model calls): it records strictly
   more than AutoGen's built-in tracing, so expect it to cost more.
+- Profiling (cProfile over a few hundred runs of each mode, and timers around otel-agents' own
+  functions inside real runs) found what otel-agents no longer does: make a log record of every
+  AutoGen event to read the model-call events among them (it reads the event objects now);
+  let AutoGen parse the same envelope trace context again for every runtime span; start each
+  dropped runtime span through generator-based context managers and a made-up span id that had
+  to be attached; measure metrics that nothing reads; draw run ids from `os.urandom`; ask the
+  SDK for a tracer on every run. What remains is mostly the SDK's own cost for the spans (and,
+  when exported, the measurements) the contract asks for.
 - "What costs what" times each operation of otel-agents on its own, many times over, so its
   numbers are steadier than differences between whole runs; "how often" says how many of each a
   run makes.
