@@ -317,7 +317,8 @@ def _wrap_event_init(original: Callable[..., None]) -> Callable[..., None]:
 
 
 def install() -> None:
-    """Wrap every ChatCompletionClient subclass defined so far (idempotent, cheap to repeat)."""
+    """Wrap every ChatCompletionClient subclass defined so far, and the LLM events' `__init__`
+    (idempotent, cheap to repeat)."""
     from autogen_core.logging import LLMCallEvent, LLMStreamEndEvent
     from autogen_core.models import ChatCompletionClient
 
