@@ -100,8 +100,9 @@ class Instruments:
         duration_s: float,
         cost_usd: float | None,
         error_type: str | None,
+        context: Context,
     ) -> None:
-        """One model call: its tokens, duration and cost (the current context is the call's span)."""
+        """One model call: its tokens, duration and cost, recorded in the context of its span (for exemplars)."""
         if not self.exported:
             return
         common = _present(
@@ -113,16 +114,17 @@ class Instruments:
             }
         )
         if input_tokens is not None:
-            self.token_usage.record(input_tokens, {**common, sc.GEN_AI_TOKEN_TYPE: "input"})
+            self.token_usage.record(input_tokens, {**common, sc.GEN_AI_TOKEN_TYPE: "input"}, context=context)
         if output_tokens is not None:
-            self.token_usage.record(output_tokens, {**common, sc.GEN_AI_TOKEN_TYPE: "output"})
-        self.operation_duration.record(duration_s, _present({**common, sc.ERROR_TYPE: error_type}))
+            self.token_usage.record(output_tokens, {**common, sc.GEN_AI_TOKEN_TYPE: "output"}, context=context)
+        self.operation_duration.record(duration_s, _present({**common, sc.ERROR_TYPE: error_type}), context=context)
         if cost_usd is not None:
             self.cost.add(
                 cost_usd,
                 _present(
                     {sc.GEN_AI_WORKFLOW_NAME: workflow, sc.GEN_AI_AGENT_NAME: agent, sc.GEN_AI_REQUEST_MODEL: model}
                 ),
+                context=context,
             )
 
     def run_ended(

@@ -160,25 +160,19 @@ class ModelCall:
         if self._error is not None:
             mark_error(span, self._error)
         span.end()
-        instruments = self._telemetry.instruments
-        if not instruments.exported:
-            return
         run = self.node.run if self.node is not None else None
-        token = otel_context.attach(self.context)  # exemplars point at this call
-        try:
-            instruments.model_call(
-                provider=self._provider,
-                model=self.model,
-                agent=self.agent,
-                workflow=run.workflow if run is not None else None,
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                duration_s=time.monotonic() - self._start,
-                cost_usd=cost,
-                error_type=type(self._error).__name__ if self._error is not None else None,
-            )
-        finally:
-            otel_context.detach(token)
+        self._telemetry.instruments.model_call(
+            provider=self._provider,
+            model=self.model,
+            agent=self.agent,
+            workflow=run.workflow if run is not None else None,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            duration_s=time.monotonic() - self._start,
+            cost_usd=cost,
+            error_type=type(self._error).__name__ if self._error is not None else None,
+            context=self.context,  # exemplars point at this call
+        )
 
     def on_event(self, payload: Mapping[str, Any]) -> None:
         """Read the response model and cached tokens from an `LLMCallEvent`'s response."""
