@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -48,6 +48,9 @@ from ._loops import LoopRules
 from ._metrics import Instruments
 from ._prices import PriceTable
 from ._usage import RunTotals
+
+if TYPE_CHECKING:
+    from ._recorded_spans import RuntimeSpanRecorder
 
 logger = logging.getLogger(__name__)
 
@@ -255,6 +258,7 @@ class RunAwareTracer(trace.Tracer):
         self._attributes = attributes
         self._cache: tuple[trace.TracerProvider, trace.Tracer] | None = None
         self._run_cache: tuple[trace.TracerProvider, trace.Tracer] | None = None
+        self._recorder_cache: tuple[trace.Tracer, RuntimeSpanRecorder | None] | None = None
 
     def _tracer_of(self, provider: trace.TracerProvider, cache: str) -> trace.Tracer:
         cached: tuple[trace.TracerProvider, trace.Tracer] | None = getattr(self, cache)
@@ -383,18 +387,35 @@ class RunAwareTracer(trace.Tracer):
                 Node(run, cause.anchor, cause.workflow, is_runtime=True),
             )
         parent, node = placed
-        span = self._tracer_of(run.provider, "_run_cache").start_span(
-            stable_runtime_span_name(name),
-            parent,
-            kind,
-            _without_content(attributes),
-            links,
-            start_time,
-            record_exception,
-            set_status_on_exception,
-        )
+        name = stable_runtime_span_name(name)
+        tracer = self._tracer_of(run.provider, "_run_cache")
+        recorder = self._recorder_of(tracer)
+        span = None
+        if recorder is not None and start_time is None:
+            span = recorder.start(name, cause.anchor, parent, kind, attributes, links, _RUNTIME_CONTENT_ATTRIBUTES)
+        if span is None:
+            span = tracer.start_span(
+                name,
+                parent,
+                kind,
+                _without_content(attributes),
+                links,
+                start_time,
+                record_exception,
+                set_status_on_exception,
+            )
         REGISTRY.add(span.get_span_context(), node)
         return span
+
+    def _recorder_of(self, tracer: trace.Tracer) -> RuntimeSpanRecorder | None:
+        cached = self._recorder_cache
+        if cached is not None and cached[0] is tracer:
+            return cached[1]
+        from ._recorded_spans import RuntimeSpanRecorder  # the SDK: imported when a run records one
+
+        recorder = RuntimeSpanRecorder.of(tracer)
+        self._recorder_cache = (tracer, recorder)
+        return recorder
 
     def _adopt(
         self,

@@ -82,8 +82,11 @@ def scrub(span: ReadableSpan, policy: ContentPolicy) -> ReadableSpan:
         if policy.redact is None:
             return span
         return _redacted(span, policy)
-    has_content = any(key in _CONTENT_ATTRIBUTES for key in attributes)
-    has_exception_text = any(key in _EXCEPTION_TEXT for event in span.events for key in (event.attributes or {}))
+    has_content = not _CONTENT_ATTRIBUTES.isdisjoint(attributes)
+    events = span.events
+    has_exception_text = bool(events) and any(
+        key in _EXCEPTION_TEXT for event in events for key in (event.attributes or {})
+    )
     if not has_content and not has_exception_text and not span.status.description:
         return span
     return _copy(

@@ -1,0 +1,370 @@
+"""AutoGen's runtime spans recorded in a run (runtime spans `nested`), without the SDK's per-span bookkeeping.
+
+A nested run records about ten runtime spans a message. Through the SDK's `Tracer.start_span` each
+costs about 70 µs on the benchmark machine, most of it in work these spans do not need: every
+attribute value checked and copied into a locked bounded mapping, every link rebuilt. AutoGen gives
+them string attributes and links without attributes. `RuntimeSpanRecorder` starts such a span
+straight into the SDK tracer's pipeline: the tracer's sampler decides, its id generator makes the
+id, its span limits bound what the span holds, its span processors see `on_start`, and at the end
+get the same `ReadableSpan` an SDK span would give them. Whatever is not plain (an attribute of
+another type or over the length limit, a link with attributes) goes through the SDK's own bounded
+containers, as the SDK would put it; a tracer the recorder does not know takes the SDK's path.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from time import time_ns
+from types import MappingProxyType
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits
+from opentelemetry.sdk.trace import Tracer as SdkTracer
+from opentelemetry.sdk.trace.sampling import DEFAULT_ON, Decision
+from opentelemetry.sdk.util import BoundedList
+from opentelemetry.semconv.attributes.exception_attributes import (
+    EXCEPTION_ESCAPED,
+    EXCEPTION_MESSAGE,
+    EXCEPTION_STACKTRACE,
+    EXCEPTION_TYPE,
+)
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+    TraceState,
+)
+from opentelemetry.util import types
+
+logger = logging.getLogger(__name__)
+
+_SDK_INTERNAL_METRICS = "OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED"
+_RECORDING = (Decision.RECORD_ONLY, Decision.RECORD_AND_SAMPLE)
+
+
+class RuntimeSpanRecorder:
+    """Records runtime spans through one SDK tracer's sampler, ids, limits and span processors."""
+
+    __slots__ = ("_enabled", "_ids", "_on_ending", "_sampler", "limits", "processor", "resource", "scope")
+
+    def __init__(self, tracer: SdkTracer, limits: SpanLimits, scope: Any) -> None:
+        self._sampler = tracer.sampler
+        self._ids = tracer.id_generator
+        self.limits = limits
+        self.processor = tracer.span_processor
+        self._on_ending: Callable[[Any], None] | None = getattr(self.processor, "_on_ending", None)
+        self.resource = tracer.resource
+        self.scope = scope
+        enabled: Callable[[], bool] | None = getattr(tracer, "_is_enabled", None)
+        self._enabled: Callable[[], bool] = enabled if enabled is not None else lambda: True
+
+    @classmethod
+    def of(cls, tracer: trace.Tracer) -> RuntimeSpanRecorder | None:
+        """A recorder for `tracer` if it is the SDK's own tracer as the recorder knows it, else None."""
+        if type(tracer) is not SdkTracer:
+            return None
+        if os.environ.get(_SDK_INTERNAL_METRICS, "").strip().lower() == "true":
+            return None  # the SDK's own span metrics are recorded on its path only
+        limits = getattr(tracer, "_span_limits", None)
+        scope = getattr(tracer, "_instrumentation_scope", None)
+        if not isinstance(limits, SpanLimits) or scope is None:
+            return None
+        return cls(tracer, limits, scope)
+
+    def start(
+        self,
+        name: str,
+        parent: SpanContext,
+        context: Context,
+        kind: SpanKind,
+        attributes: types.Attributes,
+        links: Sequence[Link] | None,
+        leave_out: frozenset[str] = frozenset(),
+    ) -> trace.Span | None:
+        """The span, started under `parent` (a valid span context current in `context`), without
+        the attributes named in `leave_out`. None when the tracer is disabled: the SDK's path then
+        gives what it gives."""
+        if not self._enabled():
+            return None
+        links = links or ()
+        flags = parent.trace_flags
+        trace_state: TraceState | None = parent.trace_state
+        if self._sampler is DEFAULT_ON:  # the SDK's default: a local parent's decision, as it is
+            recording = bool(flags & TraceFlags.SAMPLED)
+        else:
+            result = self._sampler.should_sample(context, parent.trace_id, name, kind, attributes, links)
+            recording = result.decision in _RECORDING
+            attributes, trace_state = result.attributes, result.trace_state
+            sampled = result.decision is Decision.RECORD_AND_SAMPLE
+            flags = TraceFlags(flags | TraceFlags.SAMPLED if sampled else flags & ~TraceFlags.SAMPLED)
+        span_context = SpanContext(
+            parent.trace_id, self._ids.generate_span_id(), is_remote=False, trace_flags=flags, trace_state=trace_state
+        )
+        if not recording:
+            return NonRecordingSpan(span_context)
+        span = RecordedSpan(self, name, span_context, parent, kind, self.attributes(attributes, leave_out), links)
+        # processors are typed for the SDK's span; they get one that reads and writes as it does
+        self.processor.on_start(span, parent_context=context)  # type: ignore[arg-type]
+        return span
+
+    def attributes(
+        self, attributes: types.Attributes, leave_out: frozenset[str] = frozenset()
+    ) -> dict[str, Any] | BoundedAttributes:
+        """A plain copy when every value is a string the limits let through whole, else as the SDK
+        bounds them; without the keys in `leave_out`."""
+        limits = self.limits
+        length = limits.max_span_attribute_length
+        count = limits.max_span_attributes
+        plain: dict[str, Any] = {}
+        for key, value in (attributes or {}).items():
+            if key in leave_out:
+                continue
+            if type(value) is not str or not key or (length is not None and len(value) > length):
+                break
+            plain[key] = value
+        else:
+            if count is None or len(plain) <= count:
+                return plain
+        kept = {k: v for k, v in (attributes or {}).items() if k not in leave_out}
+        return BoundedAttributes(count, kept, immutable=False, max_value_len=length)
+
+    def links(self, links: Sequence[Link]) -> Sequence[Link]:
+        """The links as they are when valid and without attributes, else as the SDK bounds them."""
+        limits = self.limits
+        if limits.max_links is None or len(links) <= limits.max_links:
+            for link in links:
+                if not link.context.is_valid or link.attributes:
+                    break
+            else:
+                return tuple(links)
+        kept: BoundedList[Link] = BoundedList(limits.max_links)
+        for link in links:
+            if link.context.is_valid or link.attributes:
+                kept.append(Link(link.context, self.event_attributes(link.attributes, limits.max_link_attributes)))
+        return kept
+
+    def event_attributes(self, attributes: types.Attributes, count: int | None = None) -> BoundedAttributes:
+        limits = self.limits
+        return BoundedAttributes(
+            count if count is not None else limits.max_event_attributes,
+            attributes,
+            immutable=True,
+            max_value_len=limits.max_attribute_length,
+        )
+
+    def ended(self, span: RecordedSpan, readable: ReadableSpan) -> None:
+        if self._on_ending is not None:
+            self._on_ending(span)
+        self.processor.on_end(readable)
+
+
+class RecordedSpan(trace.Span):
+    """A recording runtime span: the SDK span's behaviour for everything a caller may do with it."""
+
+    def __init__(
+        self,
+        recorder: RuntimeSpanRecorder,
+        name: str,
+        context: SpanContext,
+        parent: SpanContext,
+        kind: SpanKind,
+        attributes: dict[str, Any] | BoundedAttributes,
+        links: Sequence[Link],
+    ) -> None:
+        self._recorder = recorder
+        self._name = name
+        self._context = context
+        self._parent = parent
+        self._kind = kind
+        self._attributes = attributes
+        self._links = recorder.links(links) if links else ()
+        self._events: list[Event] | BoundedList[Event] = []
+        self._status = Status(StatusCode.UNSET)
+        self._lock = threading.Lock()
+        self._end_time: int | None = None
+        self._start_time = time_ns()
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}(name="{self._name}", context={self._context})'
+
+    # What span processors read of an SDK span (a `ReadableSpan`) while it is open.
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def context(self) -> SpanContext:
+        return self._context
+
+    @property
+    def parent(self) -> SpanContext:
+        return self._parent
+
+    @property
+    def kind(self) -> SpanKind:
+        return self._kind
+
+    @property
+    def attributes(self) -> Mapping[str, Any]:
+        return MappingProxyType(self._attributes)
+
+    @property
+    def events(self) -> tuple[Event, ...]:
+        return tuple(self._events)
+
+    @property
+    def links(self) -> tuple[Link, ...]:
+        return tuple(self._links)
+
+    @property
+    def status(self) -> Status:
+        return self._status
+
+    @property
+    def start_time(self) -> int:
+        return self._start_time
+
+    @property
+    def end_time(self) -> int | None:
+        return self._end_time
+
+    @property
+    def resource(self) -> Any:
+        return self._recorder.resource
+
+    @property
+    def instrumentation_scope(self) -> Any:
+        return self._recorder.scope
+
+    def get_span_context(self) -> SpanContext:
+        return self._context
+
+    def is_recording(self) -> bool:
+        return self._end_time is None
+
+    def _open(self, action: str) -> bool:
+        """Under the lock: whether the span still takes changes (warned about as the SDK does if not)."""
+        if self._end_time is None:
+            return True
+        logger.warning("Tried calling %s on an ended span.", action)
+        return False
+
+    def _bounded(self) -> BoundedAttributes:
+        attributes = self._attributes
+        if not isinstance(attributes, BoundedAttributes):  # the first attribute set after the start
+            limits = self._recorder.limits
+            attributes = self._attributes = BoundedAttributes(
+                limits.max_span_attributes, attributes, immutable=False, max_value_len=limits.max_span_attribute_length
+            )
+        return attributes
+
+    def set_attribute(self, key: str, value: types.AttributeValue) -> None:
+        with self._lock:
+            if self._open("set_attribute"):
+                self._bounded()[key] = value
+
+    def set_attributes(self, attributes: Mapping[str, types.AttributeValue]) -> None:
+        with self._lock:
+            if self._open("set_attributes"):
+                bounded = self._bounded()
+                for key, value in attributes.items():
+                    bounded[key] = value
+
+    def add_event(self, name: str, attributes: types.Attributes = None, timestamp: int | None = None) -> None:
+        event = Event(name, self._recorder.event_attributes(attributes), timestamp)
+        with self._lock:
+            if self._open("add_event"):
+                if not isinstance(self._events, BoundedList):
+                    self._events = BoundedList.from_seq(self._recorder.limits.max_events, self._events)
+                self._events.append(event)
+
+    def add_link(self, context: SpanContext, attributes: types.Attributes = None) -> None:
+        if not context.is_valid and not attributes:
+            return
+        link = Link(context, self._recorder.event_attributes(attributes, self._recorder.limits.max_link_attributes))
+        with self._lock:
+            if self._open("add_link"):
+                if not isinstance(self._links, BoundedList):
+                    self._links = BoundedList.from_seq(self._recorder.limits.max_links, self._links)
+                self._links.append(link)
+
+    def update_name(self, name: str) -> None:
+        with self._lock:
+            if self._open("update_name"):
+                self._name = name
+
+    def set_status(self, status: Status | StatusCode, description: str | None = None) -> None:
+        with self._lock:
+            if not self._open("set_status"):
+                return
+            # as the SDK: an OK status stays; UNSET is ignored
+            if self._status.status_code is StatusCode.OK:
+                return
+            if isinstance(status, Status):
+                if status.status_code is StatusCode.UNSET:
+                    return
+                if description is not None:
+                    logger.warning(
+                        "Description %s ignored. Use either `Status` or `(StatusCode, Description)`", description
+                    )
+                self._status = status
+            elif status is not StatusCode.UNSET:
+                self._status = Status(status, description)
+
+    def record_exception(
+        self,
+        exception: BaseException,
+        attributes: types.Attributes = None,
+        timestamp: int | None = None,
+        escaped: bool = False,
+    ) -> None:
+        exception_type = type(exception)
+        module = exception_type.__module__
+        qualname = exception_type.__qualname__
+        recorded: dict[str, Any] = {
+            EXCEPTION_TYPE: f"{module}.{qualname}" if module and module != "builtins" else qualname,
+            EXCEPTION_MESSAGE: str(exception),
+            EXCEPTION_STACKTRACE: "".join(traceback.format_exception(exception)),
+            EXCEPTION_ESCAPED: str(escaped),
+        }
+        if attributes:
+            recorded.update(attributes)
+        self.add_event("exception", recorded, timestamp)
+
+    def end(self, end_time: int | None = None) -> None:
+        with self._lock:
+            if self._end_time is not None:
+                logger.warning("Calling end() on an ended span.")
+                return
+            self._end_time = end_time if end_time is not None else time_ns()
+            if isinstance(self._attributes, BoundedAttributes):
+                self._attributes._immutable = True
+        recorder = self._recorder
+        recorder.ended(
+            self,
+            ReadableSpan(
+                name=self._name,
+                context=self._context,
+                parent=self._parent,
+                resource=recorder.resource,
+                attributes=self._attributes,
+                events=self._events,
+                links=self._links,
+                kind=self._kind,
+                status=self._status,
+                start_time=self._start_time,
+                end_time=self._end_time,
+                instrumentation_scope=recorder.scope,
+            ),
+        )
