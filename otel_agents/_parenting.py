@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -48,9 +48,6 @@ from ._loops import LoopRules
 from ._metrics import Instruments
 from ._prices import PriceTable
 from ._usage import RunTotals
-
-if TYPE_CHECKING:
-    from ._recorded_spans import RuntimeSpanRecorder
 
 logger = logging.getLogger(__name__)
 
@@ -258,7 +255,6 @@ class RunAwareTracer(trace.Tracer):
         self._attributes = attributes
         self._cache: tuple[trace.TracerProvider, trace.Tracer] | None = None
         self._run_cache: tuple[trace.TracerProvider, trace.Tracer] | None = None
-        self._recorder_cache: tuple[trace.Tracer, RuntimeSpanRecorder | None] | None = None
 
     def _tracer_of(self, provider: trace.TracerProvider, cache: str) -> trace.Tracer:
         cached: tuple[trace.TracerProvider, trace.Tracer] | None = getattr(self, cache)
@@ -346,8 +342,10 @@ class RunAwareTracer(trace.Tracer):
         else:
             place_under = cause.anchor
 
-        tracer = self._tracer_of(run.provider, "_run_cache")
-        span = tracer.start_span(
+        from ._recorded_spans import start_span  # the SDK's, imported once a run records a span
+
+        span = start_span(
+            self._tracer_of(run.provider, "_run_cache"),
             name,
             trace.set_span_in_context(NonRecordingSpan(place_under)),
             kind,
@@ -387,35 +385,22 @@ class RunAwareTracer(trace.Tracer):
                 Node(run, cause.anchor, cause.workflow, is_runtime=True),
             )
         parent, node = placed
-        name = stable_runtime_span_name(name)
-        tracer = self._tracer_of(run.provider, "_run_cache")
-        recorder = self._recorder_of(tracer)
-        span = None
-        if recorder is not None and start_time is None:
-            span = recorder.start(name, cause.anchor, parent, kind, attributes, links, _RUNTIME_CONTENT_ATTRIBUTES)
-        if span is None:
-            span = tracer.start_span(
-                name,
-                parent,
-                kind,
-                _without_content(attributes),
-                links,
-                start_time,
-                record_exception,
-                set_status_on_exception,
-            )
+        from ._recorded_spans import start_span  # the SDK's, imported once a run records a span
+
+        span = start_span(
+            self._tracer_of(run.provider, "_run_cache"),
+            stable_runtime_span_name(name),
+            parent,
+            kind,
+            attributes,
+            links,
+            start_time,
+            record_exception,
+            set_status_on_exception,
+            leave_out=_RUNTIME_CONTENT_ATTRIBUTES,
+        )
         REGISTRY.add(span.get_span_context(), node)
         return span
-
-    def _recorder_of(self, tracer: trace.Tracer) -> RuntimeSpanRecorder | None:
-        cached = self._recorder_cache
-        if cached is not None and cached[0] is tracer:
-            return cached[1]
-        from ._recorded_spans import RuntimeSpanRecorder  # the SDK: imported when a run records one
-
-        recorder = RuntimeSpanRecorder.of(tracer)
-        self._recorder_cache = (tracer, recorder)
-        return recorder
 
     def _adopt(
         self,

@@ -1,14 +1,15 @@
-"""AutoGen's runtime spans recorded in a run (runtime spans `nested`), without the SDK's per-span bookkeeping.
+"""The spans of a run, recorded straight into the SDK tracer's pipeline, without its per-span bookkeeping.
 
-A nested run records about ten runtime spans a message. Through the SDK's `Tracer.start_span` each
-costs about 70 µs on the benchmark machine, most of it in work these spans do not need: every
-attribute value checked and copied into a locked bounded mapping, every link rebuilt. AutoGen gives
-them string attributes and links without attributes. `RuntimeSpanRecorder` starts such a span
-straight into the SDK tracer's pipeline: the tracer's sampler decides, its id generator makes the
-id, its span limits bound what the span holds, its span processors see `on_start`, and at the end
-get the same `ReadableSpan` an SDK span would give them. Whatever is not plain (an attribute of
-another type or over the length limit, a link with attributes) goes through the SDK's own bounded
-containers, as the SDK would put it; a tracer the recorder does not know takes the SDK's path.
+A run records a span per message and model call, and with runtime spans `nested` about ten of
+AutoGen's runtime spans a message. Through the SDK's `Tracer.start_span` each costs about 50 to 70
+µs on the benchmark machine, most of it in work these spans do not need: every attribute value
+checked and copied into a locked bounded mapping, every link rebuilt. `SpanRecorder` starts a span
+that has a valid parent straight into the tracer's pipeline: the tracer's sampler decides, its id
+generator makes the id, its span limits bound what the span holds, its span processors see
+`on_start`, and at the end get the same `ReadableSpan` an SDK span would give them. Plain values
+(strings the length limit lets through whole, numbers, booleans, tuples of such strings) are kept
+as they are; anything else goes through the SDK's own bounded containers, as the SDK would put it.
+A tracer the recorder does not know, and a span with no parent, take the SDK's path.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import logging
 import os
 import threading
 import traceback
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from time import time_ns
-from types import MappingProxyType
-from typing import Any
+from types import MappingProxyType, TracebackType
+from typing import Any, Final
 
 from opentelemetry import trace
 from opentelemetry.attributes import BoundedAttributes
@@ -53,8 +55,54 @@ _SDK_INTERNAL_METRICS = "OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED"
 _RECORDING = (Decision.RECORD_ONLY, Decision.RECORD_AND_SAMPLE)
 
 
-class RuntimeSpanRecorder:
-    """Records runtime spans through one SDK tracer's sampler, ids, limits and span processors."""
+_recorders: weakref.WeakKeyDictionary[trace.Tracer, SpanRecorder | None] = weakref.WeakKeyDictionary()
+
+
+def start_span(
+    tracer: trace.Tracer,
+    name: str,
+    context: Context | None = None,
+    kind: SpanKind = SpanKind.INTERNAL,
+    attributes: types.Attributes = None,
+    links: Sequence[Link] | None = None,
+    start_time: int | None = None,
+    record_exception: bool = True,
+    set_status_on_exception: bool = True,
+    *,
+    leave_out: frozenset[str] = frozenset(),
+) -> trace.Span:
+    """`tracer.start_span(...)`, recorded straight into its pipeline when the recorder knows the
+    tracer and the span has a parent; without the attributes named in `leave_out`."""
+    try:
+        recorder = _recorders[tracer]
+    except KeyError:
+        recorder = _recorders[tracer] = SpanRecorder.of(tracer)
+    if recorder is not None:
+        parent = trace.get_current_span(context).get_span_context()
+        if parent.is_valid:
+            span = recorder.start(
+                name,
+                parent,
+                context,
+                kind,
+                attributes,
+                links,
+                start_time,
+                record_exception,
+                set_status_on_exception,
+                leave_out,
+            )
+            if span is not None:
+                return span
+    if leave_out and attributes and not leave_out.isdisjoint(attributes):
+        attributes = {k: v for k, v in attributes.items() if k not in leave_out}
+    return tracer.start_span(
+        name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
+    )
+
+
+class SpanRecorder:
+    """Records spans through one SDK tracer's sampler, ids, limits and span processors."""
 
     __slots__ = ("_enabled", "_ids", "_on_ending", "_sampler", "limits", "processor", "resource", "scope")
 
@@ -70,7 +118,7 @@ class RuntimeSpanRecorder:
         self._enabled: Callable[[], bool] = enabled if enabled is not None else lambda: True
 
     @classmethod
-    def of(cls, tracer: trace.Tracer) -> RuntimeSpanRecorder | None:
+    def of(cls, tracer: trace.Tracer) -> SpanRecorder | None:
         """A recorder for `tracer` if it is the SDK's own tracer as the recorder knows it, else None."""
         if type(tracer) is not SdkTracer:
             return None
@@ -86,23 +134,28 @@ class RuntimeSpanRecorder:
         self,
         name: str,
         parent: SpanContext,
-        context: Context,
-        kind: SpanKind,
-        attributes: types.Attributes,
-        links: Sequence[Link] | None,
+        context: Context | None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: types.Attributes = None,
+        links: Sequence[Link] | None = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
         leave_out: frozenset[str] = frozenset(),
     ) -> trace.Span | None:
-        """The span, started under `parent` (a valid span context current in `context`), without
-        the attributes named in `leave_out`. None when the tracer is disabled: the SDK's path then
-        gives what it gives."""
+        """The span, started under `parent` (a valid span context, the one current in `context`),
+        without the attributes named in `leave_out`. None when the tracer is disabled: the SDK's
+        path then gives what it gives."""
         if not self._enabled():
             return None
         links = links or ()
         flags = parent.trace_flags
         trace_state: TraceState | None = parent.trace_state
-        if self._sampler is DEFAULT_ON:  # the SDK's default: a local parent's decision, as it is
+        if self._sampler is DEFAULT_ON:  # the SDK's default: the parent's decision, as it is
             recording = bool(flags & TraceFlags.SAMPLED)
         else:
+            if leave_out and attributes:
+                attributes = {k: v for k, v in attributes.items() if k not in leave_out}
             result = self._sampler.should_sample(context, parent.trace_id, name, kind, attributes, links)
             recording = result.decision in _RECORDING
             attributes, trace_state = result.attributes, result.trace_state
@@ -113,31 +166,53 @@ class RuntimeSpanRecorder:
         )
         if not recording:
             return NonRecordingSpan(span_context)
-        span = RecordedSpan(self, name, span_context, parent, kind, self.attributes(attributes, leave_out), links)
+        span = RecordedSpan(
+            self,
+            name,
+            span_context,
+            parent,
+            kind,
+            self.attributes(attributes, leave_out),
+            links,
+            start_time if start_time is not None else time_ns(),
+            record_exception,
+            set_status_on_exception,
+        )
         # processors are typed for the SDK's span; they get one that reads and writes as it does
         self.processor.on_start(span, parent_context=context)  # type: ignore[arg-type]
         return span
 
+    def plain(self, value: object) -> bool:
+        """Whether the SDK would keep `value` as it is: a string the length limit lets through
+        whole, a number, a boolean, a tuple of such strings."""
+        kind = type(value)
+        if kind is str:
+            length = self.limits.max_span_attribute_length
+            return length is None or len(value) <= length  # type: ignore[arg-type]
+        if kind is int or kind is float or kind is bool:
+            return True
+        if kind is tuple:
+            return all(type(item) is str and self.plain(item) for item in value)  # type: ignore[attr-defined]
+        return False
+
     def attributes(
         self, attributes: types.Attributes, leave_out: frozenset[str] = frozenset()
     ) -> dict[str, Any] | BoundedAttributes:
-        """A plain copy when every value is a string the limits let through whole, else as the SDK
+        """A plain copy when every value is plain and the limits let all through, else as the SDK
         bounds them; without the keys in `leave_out`."""
-        limits = self.limits
-        length = limits.max_span_attribute_length
-        count = limits.max_span_attributes
+        count = self.limits.max_span_attributes
         plain: dict[str, Any] = {}
         for key, value in (attributes or {}).items():
             if key in leave_out:
                 continue
-            if type(value) is not str or not key or (length is not None and len(value) > length):
+            if not key or type(key) is not str or not self.plain(value):
                 break
             plain[key] = value
         else:
             if count is None or len(plain) <= count:
                 return plain
         kept = {k: v for k, v in (attributes or {}).items() if k not in leave_out}
-        return BoundedAttributes(count, kept, immutable=False, max_value_len=length)
+        return BoundedAttributes(count, kept, immutable=False, max_value_len=self.limits.max_span_attribute_length)
 
     def links(self, links: Sequence[Link]) -> Sequence[Link]:
         """The links as they are when valid and without attributes, else as the SDK bounds them."""
@@ -169,18 +244,24 @@ class RuntimeSpanRecorder:
         self.processor.on_end(readable)
 
 
+_UNSET: Final = Status(StatusCode.UNSET)
+
+
 class RecordedSpan(trace.Span):
-    """A recording runtime span: the SDK span's behaviour for everything a caller may do with it."""
+    """A recording span of a run: the SDK span's behaviour for everything a caller may do with it."""
 
     def __init__(
         self,
-        recorder: RuntimeSpanRecorder,
+        recorder: SpanRecorder,
         name: str,
         context: SpanContext,
         parent: SpanContext,
         kind: SpanKind,
         attributes: dict[str, Any] | BoundedAttributes,
         links: Sequence[Link],
+        start_time: int,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
     ) -> None:
         self._recorder = recorder
         self._name = name
@@ -190,10 +271,12 @@ class RecordedSpan(trace.Span):
         self._attributes = attributes
         self._links = recorder.links(links) if links else ()
         self._events: list[Event] | BoundedList[Event] = []
-        self._status = Status(StatusCode.UNSET)
+        self._status = _UNSET
         self._lock = threading.Lock()
         self._end_time: int | None = None
-        self._start_time = time_ns()
+        self._start_time = start_time
+        self._record_exception = record_exception
+        self._set_status_on_exception = set_status_on_exception
 
     def __repr__(self) -> str:
         return f'{type(self).__name__}(name="{self._name}", context={self._context})'
@@ -262,24 +345,37 @@ class RecordedSpan(trace.Span):
 
     def _bounded(self) -> BoundedAttributes:
         attributes = self._attributes
-        if not isinstance(attributes, BoundedAttributes):  # the first attribute set after the start
+        if not isinstance(attributes, BoundedAttributes):  # the first value that is not plain
             limits = self._recorder.limits
             attributes = self._attributes = BoundedAttributes(
                 limits.max_span_attributes, attributes, immutable=False, max_value_len=limits.max_span_attribute_length
             )
         return attributes
 
+    def _set(self, key: str, value: Any) -> None:
+        """Under the lock: one attribute, as the SDK's bounded mapping would take it."""
+        attributes = self._attributes
+        if type(attributes) is dict and key and type(key) is str and self._recorder.plain(value):
+            count = self._recorder.limits.max_span_attributes
+            if key in attributes:
+                del attributes[key]  # set again: the most recent, as in the SDK's mapping
+                attributes[key] = value
+                return
+            if count is None or len(attributes) < count:
+                attributes[key] = value
+                return
+        self._bounded()[key] = value
+
     def set_attribute(self, key: str, value: types.AttributeValue) -> None:
         with self._lock:
             if self._open("set_attribute"):
-                self._bounded()[key] = value
+                self._set(key, value)
 
     def set_attributes(self, attributes: Mapping[str, types.AttributeValue]) -> None:
         with self._lock:
             if self._open("set_attributes"):
-                bounded = self._bounded()
                 for key, value in attributes.items():
-                    bounded[key] = value
+                    self._set(key, value)
 
     def add_event(self, name: str, attributes: types.Attributes = None, timestamp: int | None = None) -> None:
         event = Event(name, self._recorder.event_attributes(attributes), timestamp)
@@ -341,6 +437,17 @@ class RecordedSpan(trace.Span):
         if attributes:
             recorded.update(attributes)
         self.add_event("exception", recorded, timestamp)
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
+    ) -> None:
+        """Ends the span, as the SDK's does: an exception escaping the block recorded, and the status an error."""
+        if exc_val is not None and self.is_recording():
+            if self._record_exception:
+                self.record_exception(exc_val, escaped=True)
+            if self._set_status_on_exception:
+                self.set_status(Status(StatusCode.ERROR, f"{type(exc_val).__name__}: {exc_val}"))
+        super().__exit__(exc_type, exc_val, exc_tb)
 
     def end(self, end_time: int | None = None) -> None:
         with self._lock:

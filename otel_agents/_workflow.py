@@ -59,6 +59,9 @@ class WorkflowSpan:
         self.run = run
         self.is_root = is_root
         self._task_result_type, self._chunk_type = _autogen_types()
+        from ._recorded_spans import start_span  # the SDK's, imported once a run starts
+
+        self._start_span = start_span
         self._tracer = _tracer(run.provider)
         self._last_ns = self._start_ns = time.time_ns()
         attributes: dict[str, Any] = {
@@ -68,7 +71,8 @@ class WorkflowSpan:
         self.run_id = new_run_id() if is_root else None
         if self.run_id is not None:
             attributes[sc.RUN_ID] = self.run_id
-        self.span = self._tracer.start_span(
+        self.span = start_span(
+            self._tracer,
             f"{sc.OPERATION_INVOKE_WORKFLOW} {name}",
             context=parent,
             kind=SpanKind.INTERNAL,
@@ -113,8 +117,8 @@ class WorkflowSpan:
                 cost = self._message_cost(source, usage.prompt_tokens, usage.completion_tokens)
                 if cost is not None:
                     attributes[sc.COST_USD] = cost
-            message_span = self._tracer.start_span(
-                f"message {source}", context=self.context, attributes=attributes, start_time=self._last_ns
+            message_span = self._start_span(
+                self._tracer, f"message {source}", context=self.context, attributes=attributes, start_time=self._last_ns
             )
             content = self.run.content
             if content.enabled:

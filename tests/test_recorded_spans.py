@@ -1,4 +1,4 @@
-"""Runtime spans recorded in a run (`nested`) leave the recorder as the SDK's own spans would."""
+"""The spans of a run (ours, and AutoGen's runtime spans when `nested`) leave the recorder as the SDK's would."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from opentelemetry.util import types
 
 import otel_agents
-from otel_agents._recorded_spans import RecordedSpan, RuntimeSpanRecorder
+from otel_agents._recorded_spans import RecordedSpan, SpanRecorder
 from tests.support.spans import Tree, one_trace
 from tests.support.teams import writers_room
 
@@ -71,10 +71,13 @@ class SeesStarts(SpanProcessor):
 
     def on_start(self, span: Any, parent_context: Context | None = None) -> None:
         self.started.append(span)
-        self.read.append({read: getattr(span, read) for read in self.READS} | {"status": span.status.status_code})
+        self.read.append(
+            {read: getattr(span, read) for read in self.READS}
+            | {"status": span.status.status_code, "attributes": dict(span.attributes)}
+        )
         span.set_attribute("seen.on_start", True)
 
-    READS = ("name", "parent", "kind", "resource", "instrumentation_scope", "end_time", "events", "links", "attributes")
+    READS = ("name", "parent", "kind", "resource", "instrumentation_scope", "end_time", "events", "links")
 
 
 def pipeline(
@@ -101,7 +104,7 @@ def started_both_ways(
     flags = TraceFlags(TraceFlags.SAMPLED if parent_sampled else TraceFlags.DEFAULT)
     parent_span = trace.NonRecordingSpan(SpanContext(0x1234, 0x5678, False, flags, trace_state or TraceState()))
     context = trace.set_span_in_context(parent_span)
-    recorder = RuntimeSpanRecorder.of(tracer)
+    recorder = SpanRecorder.of(tracer)
     assert recorder is not None
     by_sdk = tracer.start_span(name, context, SpanKind.CONSUMER, attributes, links)
     by_recorder = recorder.start(name, parent_span.get_span_context(), context, SpanKind.CONSUMER, attributes, links)
@@ -194,6 +197,31 @@ def test_what_callers_do_to_a_recorded_span_is_recorded_as_the_sdk_records_it(
     assert len(ended_twice) >= 4, "both paths warn about the calls after the end"
 
 
+def test_values_of_every_kind_are_kept_as_the_sdk_keeps_them() -> None:
+    limits = SpanLimits(max_span_attributes=4, max_span_attribute_length=8)
+    tracer, exporter, _ = pipeline(limits=limits)
+    spans = started_both_ways(tracer, "message writer", {"index": 1, "latency_ms": 2.5, "cached": False})
+    do_to_both(
+        spans,
+        lambda span: span.set_attribute("finish_reasons", ("stop",)),
+        lambda span: span.set_attribute("index", 2),  # set again: the most recent, so kept below
+        lambda span: span.set_attribute("tokens", [3, 4]),  # a list: a tuple, as the SDK makes it
+        lambda span: span.set_attribute("text", "longer than eight"),  # cut to eight
+        lambda span: span.set_attribute("", "no key"),  # dropped
+        lambda span: span.end(),
+    )
+
+    by_sdk, by_recorder = both_exported(exporter)
+    assert by_recorder == by_sdk
+    assert by_recorder["attributes"] == {
+        "finish_reasons": ("stop",),
+        "index": 2,
+        "tokens": (3, 4),
+        "text": "longer t",
+    }
+    assert by_recorder["dropped_attributes"] > 0  # counted as the SDK counts them (compared above)
+
+
 def test_a_recorded_span_keeps_to_the_span_limits() -> None:
     limits = SpanLimits(max_span_attributes=3, max_span_attribute_length=6, max_events=1, max_links=1)
     tracer, exporter, _ = pipeline(limits=limits)
@@ -279,11 +307,11 @@ def test_span_processors_see_a_recorded_span_start_and_may_change_it() -> None:
 
 
 def test_only_the_sdks_own_tracer_gets_a_recorder(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert RuntimeSpanRecorder.of(trace.NoOpTracer()) is None
+    assert SpanRecorder.of(trace.NoOpTracer()) is None
     tracer, _, _ = pipeline()
-    assert RuntimeSpanRecorder.of(tracer) is not None
+    assert SpanRecorder.of(tracer) is not None
     monkeypatch.setenv("OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED", "true")
-    assert RuntimeSpanRecorder.of(tracer) is None, "the SDK's own span metrics need its own path"
+    assert SpanRecorder.of(tracer) is None, "the SDK's own span metrics need its own path"
 
 
 def shape(tree: Tree) -> list[tuple[Any, ...]]:
@@ -304,7 +332,7 @@ async def nested_run(*, sdk_path: bool) -> tuple[Tree, SeesStarts]:
     """A nested run of a two-agent team, its runtime spans through the recorder or the SDK's path."""
     with pytest.MonkeyPatch.context() as patch:
         if sdk_path:
-            patch.setattr(RuntimeSpanRecorder, "of", classmethod(lambda cls, tracer: None))
+            patch.setattr(SpanRecorder, "of", classmethod(lambda cls, tracer: None))
         exporter = InMemorySpanExporter()
         telemetry = otel_agents.configure(span_exporter=exporter, runtime_spans="nested")
         starts = SeesStarts()
@@ -327,8 +355,10 @@ async def test_a_nested_run_records_the_same_trace_through_the_recorder_as_throu
     assert shape(through_recorder) == shape(through_sdk)
     runtime_spans = through_recorder.named("autogen ")
     assert len(runtime_spans) >= 20
-    recorded = [span for span in starts.started if isinstance(span, RecordedSpan)]
-    assert len(recorded) == len(runtime_spans), "every runtime span of the run went through the recorder"
+    recorded = {span.get_span_context().span_id for span in starts.started if isinstance(span, RecordedSpan)}
+    assert recorded == {span.context.span_id for span in through_recorder.spans} - {
+        through_recorder.root.context.span_id
+    }, "every span of the run but its root (no parent) went through the recorder"
     assert all(span.attributes.get("seen.on_start") is True for span in runtime_spans)
 
 
