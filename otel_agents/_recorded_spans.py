@@ -27,6 +27,7 @@ from typing import Any, Final
 from opentelemetry import trace
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits
 from opentelemetry.sdk.trace import Tracer as SdkTracer
 from opentelemetry.sdk.trace.sampling import DEFAULT_ON, Decision
@@ -104,15 +105,14 @@ def start_span(
 class SpanRecorder:
     """Records spans through one SDK tracer's sampler, ids, limits and span processors."""
 
-    __slots__ = ("_enabled", "_ids", "_on_ending", "_sampler", "limits", "processor", "resource", "scope")
+    __slots__ = ("_enabled", "_ids", "_on_ending", "_tracer", "limits", "processor", "scope")
 
     def __init__(self, tracer: SdkTracer, limits: SpanLimits, scope: Any) -> None:
-        self._sampler = tracer.sampler
+        self._tracer = tracer  # its sampler and resource are read at each use, as the SDK reads them
         self._ids = tracer.id_generator
         self.limits = limits
-        self.processor = tracer.span_processor
+        self.processor = tracer.span_processor  # the provider's, to which its processors are added
         self._on_ending: Callable[[Any], None] | None = getattr(self.processor, "_on_ending", None)
-        self.resource = tracer.resource
         self.scope = scope
         enabled: Callable[[], bool] | None = getattr(tracer, "_is_enabled", None)
         self._enabled: Callable[[], bool] = enabled if enabled is not None else lambda: True
@@ -151,12 +151,13 @@ class SpanRecorder:
         links = links or ()
         flags = parent.trace_flags
         trace_state: TraceState | None = parent.trace_state
-        if self._sampler is DEFAULT_ON:  # the SDK's default: the parent's decision, as it is
+        sampler = self._tracer.sampler
+        if sampler is DEFAULT_ON:  # the SDK's default: the parent's decision, as it is
             recording = bool(flags & TraceFlags.SAMPLED)
         else:
             if leave_out and attributes:
                 attributes = {k: v for k, v in attributes.items() if k not in leave_out}
-            result = self._sampler.should_sample(context, parent.trace_id, name, kind, attributes, links)
+            result = sampler.should_sample(context, parent.trace_id, name, kind, attributes, links)
             recording = result.decision in _RECORDING
             attributes, trace_state = result.attributes, result.trace_state
             sampled = result.decision is Decision.RECORD_AND_SAMPLE
@@ -226,17 +227,16 @@ class SpanRecorder:
         kept: BoundedList[Link] = BoundedList(limits.max_links)
         for link in links:
             if link.context.is_valid or link.attributes:
-                kept.append(Link(link.context, self.event_attributes(link.attributes, limits.max_link_attributes)))
+                kept.append(Link(link.context, self.bounded(link.attributes, limits.max_link_attributes)))
         return kept
 
-    def event_attributes(self, attributes: types.Attributes, count: int | None = None) -> BoundedAttributes:
-        limits = self.limits
-        return BoundedAttributes(
-            count if count is not None else limits.max_event_attributes,
-            attributes,
-            immutable=True,
-            max_value_len=limits.max_attribute_length,
-        )
+    def bounded(self, attributes: types.Attributes, count: int | None) -> BoundedAttributes:
+        """An event's or a link's attributes, as the SDK bounds them."""
+        return BoundedAttributes(count, attributes, immutable=True, max_value_len=self.limits.max_attribute_length)
+
+    @property
+    def resource(self) -> Resource:
+        return self._tracer.resource
 
     def ended(self, span: RecordedSpan, readable: ReadableSpan) -> None:
         if self._on_ending is not None:
@@ -248,7 +248,7 @@ _UNSET: Final = Status(StatusCode.UNSET)
 
 
 class RecordedSpan(trace.Span):
-    """A recording span of a run: the SDK span's behaviour for everything a caller may do with it."""
+    """A recording span of a run, started by a `SpanRecorder`: the SDK span's behaviour for all a caller may do."""
 
     def __init__(
         self,
@@ -323,7 +323,7 @@ class RecordedSpan(trace.Span):
         return self._end_time
 
     @property
-    def resource(self) -> Any:
+    def resource(self) -> Resource:
         return self._recorder.resource
 
     @property
@@ -378,7 +378,7 @@ class RecordedSpan(trace.Span):
                     self._set(key, value)
 
     def add_event(self, name: str, attributes: types.Attributes = None, timestamp: int | None = None) -> None:
-        event = Event(name, self._recorder.event_attributes(attributes), timestamp)
+        event = Event(name, self._recorder.bounded(attributes, self._recorder.limits.max_event_attributes), timestamp)
         with self._lock:
             if self._open("add_event"):
                 if not isinstance(self._events, BoundedList):
@@ -388,7 +388,7 @@ class RecordedSpan(trace.Span):
     def add_link(self, context: SpanContext, attributes: types.Attributes = None) -> None:
         if not context.is_valid and not attributes:
             return
-        link = Link(context, self._recorder.event_attributes(attributes, self._recorder.limits.max_link_attributes))
+        link = Link(context, self._recorder.bounded(attributes, self._recorder.limits.max_link_attributes))
         with self._lock:
             if self._open("add_link"):
                 if not isinstance(self._links, BoundedList):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -163,6 +164,7 @@ def test_a_recorded_span_exports_as_the_sdks_span_does() -> None:
 def test_what_callers_do_to_a_recorded_span_is_recorded_as_the_sdk_records_it(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="otel_agents._recorded_spans")
     tracer, exporter, _ = pipeline()
     spans = started_both_ways(tracer, "autogen process critic", PROCESS_ATTRIBUTES)
     try:
@@ -193,13 +195,29 @@ def test_what_callers_do_to_a_recorded_span_is_recorded_as_the_sdk_records_it(
     assert by_recorder["events"][1][1]["exception.message"] == "the handler failed"
     assert "after" not in by_recorder["attributes"]
     assert not spans[1].is_recording()
-    ended_twice = [r for r in caplog.records if "ended span" in r.getMessage()]
-    assert len(ended_twice) >= 4, "both paths warn about the calls after the end"
+    after_the_end = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "otel_agents._recorded_spans" and "ended span" in r.getMessage()
+    ]
+    assert len(after_the_end) == 2, "a warning for each call after the end, as the SDK gives"
+
+
+def test_a_recorded_span_used_as_a_block_ends_with_the_error_that_escaped_it() -> None:
+    tracer, exporter, _ = pipeline()
+    for span in started_both_ways(tracer, "execute_tool lookup", {"gen_ai.tool.name": "lookup"}):
+        with pytest.raises(KeyError), span:
+            raise KeyError("city")
+
+    by_sdk, by_recorder = both_exported(exporter)
+    assert by_recorder == by_sdk
+    assert by_recorder["status"] == (StatusCode.ERROR, "KeyError: 'city'")
+    assert by_recorder["events"][0][1]["exception.escaped"] == "True"
 
 
 def test_values_of_every_kind_are_kept_as_the_sdk_keeps_them() -> None:
-    limits = SpanLimits(max_span_attributes=4, max_span_attribute_length=8)
-    tracer, exporter, _ = pipeline(limits=limits)
+    limits = SpanLimits(max_span_attributes=5, max_span_attribute_length=8)
+    tracer, exporter, _ = pipeline(limits=limits)  # its processor sets a fourth attribute at the start
     spans = started_both_ways(tracer, "message writer", {"index": 1, "latency_ms": 2.5, "cached": False})
     do_to_both(
         spans,
@@ -214,6 +232,7 @@ def test_values_of_every_kind_are_kept_as_the_sdk_keeps_them() -> None:
     by_sdk, by_recorder = both_exported(exporter)
     assert by_recorder == by_sdk
     assert by_recorder["attributes"] == {
+        "seen.on_start": True,
         "finish_reasons": ("stop",),
         "index": 2,
         "tokens": (3, 4),
