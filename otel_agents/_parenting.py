@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -48,6 +48,9 @@ from ._loops import LoopRules
 from ._metrics import Instruments
 from ._prices import PriceTable
 from ._usage import RunTotals
+
+if TYPE_CHECKING:
+    from ._recorded_spans import SpanStarter
 
 logger = logging.getLogger(__name__)
 
@@ -237,6 +240,12 @@ def _without_content(attributes: types.Attributes) -> types.Attributes:
     return {k: v for k, v in attributes.items() if k not in _RUNTIME_CONTENT_ATTRIBUTES}
 
 
+@dataclass(frozen=True, slots=True)
+class _StarterOf:
+    provider: trace.TracerProvider
+    starter: SpanStarter
+
+
 class RunAwareTracer(trace.Tracer):
     """A tracer that parents spans of active runs as the module docstring describes."""
 
@@ -255,6 +264,7 @@ class RunAwareTracer(trace.Tracer):
         self._attributes = attributes
         self._cache: tuple[trace.TracerProvider, trace.Tracer] | None = None
         self._run_cache: tuple[trace.TracerProvider, trace.Tracer] | None = None
+        self._starter: _StarterOf | None = None
 
     def _tracer_of(self, provider: trace.TracerProvider, cache: str) -> trace.Tracer:
         cached: tuple[trace.TracerProvider, trace.Tracer] | None = getattr(self, cache)
@@ -263,6 +273,17 @@ class RunAwareTracer(trace.Tracer):
         tracer = provider.get_tracer(self._name, self._version, self._schema_url, self._attributes)
         setattr(self, cache, (provider, tracer))
         return tracer
+
+    def _starter_of(self, provider: trace.TracerProvider) -> SpanStarter:
+        """What starts the spans of a run recorded by `provider` (made again if the provider changes)."""
+        cached = self._starter
+        if cached is not None and cached.provider is provider:
+            return cached.starter
+        from ._recorded_spans import SpanStarter  # the SDK's, imported once a run records a span
+
+        starter = SpanStarter(self._tracer_of(provider, "_run_cache"))
+        self._starter = _StarterOf(provider, starter)
+        return starter
 
     def start_span(
         self,
@@ -342,10 +363,7 @@ class RunAwareTracer(trace.Tracer):
         else:
             place_under = cause.anchor
 
-        from ._recorded_spans import start_span  # the SDK's, imported once a run records a span
-
-        span = start_span(
-            self._tracer_of(run.provider, "_run_cache"),
+        span = self._starter_of(run.provider).start_span(
             name,
             trace.set_span_in_context(NonRecordingSpan(place_under)),
             kind,
@@ -385,10 +403,7 @@ class RunAwareTracer(trace.Tracer):
                 Node(run, cause.anchor, cause.workflow, is_runtime=True),
             )
         parent, node = placed
-        from ._recorded_spans import start_span  # the SDK's, imported once a run records a span
-
-        span = start_span(
-            self._tracer_of(run.provider, "_run_cache"),
+        span = self._starter_of(run.provider).start_span(
             stable_runtime_span_name(name),
             parent,
             kind,

@@ -18,7 +18,6 @@ import logging
 import os
 import threading
 import traceback
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from time import time_ns
 from types import MappingProxyType, TracebackType
@@ -56,50 +55,53 @@ _SDK_INTERNAL_METRICS = "OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED"
 _RECORDING = (Decision.RECORD_ONLY, Decision.RECORD_AND_SAMPLE)
 
 
-_recorders: weakref.WeakKeyDictionary[trace.Tracer, SpanRecorder | None] = weakref.WeakKeyDictionary()
+class SpanStarter:
+    """Starts spans through one tracer: recorded straight into its pipeline when a `SpanRecorder`
+    knows the tracer and the span has a parent, else by the tracer itself."""
 
+    __slots__ = ("_recorder", "tracer")
 
-def start_span(
-    tracer: trace.Tracer,
-    name: str,
-    context: Context | None = None,
-    kind: SpanKind = SpanKind.INTERNAL,
-    attributes: types.Attributes = None,
-    links: Sequence[Link] | None = None,
-    start_time: int | None = None,
-    record_exception: bool = True,
-    set_status_on_exception: bool = True,
-    *,
-    leave_out: frozenset[str] = frozenset(),
-) -> trace.Span:
-    """`tracer.start_span(...)`, recorded straight into its pipeline when the recorder knows the
-    tracer and the span has a parent; without the attributes named in `leave_out`."""
-    try:
-        recorder = _recorders[tracer]
-    except KeyError:
-        recorder = _recorders[tracer] = SpanRecorder.of(tracer)
-    if recorder is not None:
-        parent = trace.get_current_span(context).get_span_context()
-        if parent.is_valid:
-            span = recorder.start(
-                name,
-                parent,
-                context,
-                kind,
-                attributes,
-                links,
-                start_time,
-                record_exception,
-                set_status_on_exception,
-                leave_out,
-            )
-            if span is not None:
-                return span
-    if leave_out and attributes and not leave_out.isdisjoint(attributes):
-        attributes = {k: v for k, v in attributes.items() if k not in leave_out}
-    return tracer.start_span(
-        name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
-    )
+    def __init__(self, tracer: trace.Tracer) -> None:
+        self.tracer = tracer
+        self._recorder = SpanRecorder.of(tracer)
+
+    def start_span(
+        self,
+        name: str,
+        context: Context | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: types.Attributes = None,
+        links: Sequence[Link] | None = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+        *,
+        leave_out: frozenset[str] = frozenset(),
+    ) -> trace.Span:
+        """`tracer.start_span(...)`, without the attributes named in `leave_out`."""
+        recorder = self._recorder
+        if recorder is not None:
+            parent = trace.get_current_span(context).get_span_context()
+            if parent.is_valid:
+                span = recorder.start(
+                    name,
+                    parent,
+                    context,
+                    kind,
+                    attributes,
+                    links,
+                    start_time,
+                    record_exception,
+                    set_status_on_exception,
+                    leave_out,
+                )
+                if span is not None:
+                    return span
+        if leave_out and attributes and not leave_out.isdisjoint(attributes):
+            attributes = {k: v for k, v in attributes.items() if k not in leave_out}
+        return self.tracer.start_span(
+            name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
+        )
 
 
 class SpanRecorder:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import time
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -15,6 +15,9 @@ from . import _semconv as sc
 from ._errors import mark_error
 from ._parenting import REGISTRY, Run
 from ._stop import CANCELLED, CONSUMER_CLOSED, StopKind, error_reason, stop_kind_of
+
+if TYPE_CHECKING:
+    from ._recorded_spans import SpanStarter
 
 _TRACER_NAME = "otel_agents"
 
@@ -27,17 +30,18 @@ def _autogen_types() -> tuple[type[Any], type[Any]]:
     return TaskResult, ModelClientStreamingChunkEvent
 
 
-_tracers: weakref.WeakKeyDictionary[trace.TracerProvider, trace.Tracer] = weakref.WeakKeyDictionary()
+_starters: weakref.WeakKeyDictionary[trace.TracerProvider, SpanStarter] = weakref.WeakKeyDictionary()
 
 
-def _tracer(provider: trace.TracerProvider) -> trace.Tracer:
-    """Our tracer of `provider`, asked for once (the SDK's `get_tracer` is not cheap)."""
-    tracer = _tracers.get(provider)
-    if tracer is None:
+def _starter(provider: trace.TracerProvider) -> SpanStarter:
+    """What starts our spans in `provider`, made once (the SDK's `get_tracer` is not cheap)."""
+    starter = _starters.get(provider)
+    if starter is None:
+        from ._recorded_spans import SpanStarter  # the SDK's, imported once a run starts
         from ._version import __version__
 
-        tracer = _tracers[provider] = provider.get_tracer(_TRACER_NAME, __version__)
-    return tracer
+        starter = _starters[provider] = SpanStarter(provider.get_tracer(_TRACER_NAME, __version__))
+    return starter
 
 
 def new_run_id() -> str:
@@ -59,10 +63,7 @@ class WorkflowSpan:
         self.run = run
         self.is_root = is_root
         self._task_result_type, self._chunk_type = _autogen_types()
-        from ._recorded_spans import start_span  # the SDK's, imported once a run starts
-
-        self._start_span = start_span
-        self._tracer = _tracer(run.provider)
+        self._spans = _starter(run.provider)
         self._last_ns = self._start_ns = time.time_ns()
         attributes: dict[str, Any] = {
             sc.GEN_AI_OPERATION_NAME: sc.OPERATION_INVOKE_WORKFLOW,
@@ -71,8 +72,7 @@ class WorkflowSpan:
         self.run_id = new_run_id() if is_root else None
         if self.run_id is not None:
             attributes[sc.RUN_ID] = self.run_id
-        self.span = start_span(
-            self._tracer,
+        self.span = self._spans.start_span(
             f"{sc.OPERATION_INVOKE_WORKFLOW} {name}",
             context=parent,
             kind=SpanKind.INTERNAL,
@@ -117,8 +117,8 @@ class WorkflowSpan:
                 cost = self._message_cost(source, usage.prompt_tokens, usage.completion_tokens)
                 if cost is not None:
                     attributes[sc.COST_USD] = cost
-            message_span = self._start_span(
-                self._tracer, f"message {source}", context=self.context, attributes=attributes, start_time=self._last_ns
+            message_span = self._spans.start_span(
+                f"message {source}", context=self.context, attributes=attributes, start_time=self._last_ns
             )
             content = self.run.content
             if content.enabled:
