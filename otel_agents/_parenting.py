@@ -240,12 +240,6 @@ def _without_content(attributes: types.Attributes) -> types.Attributes:
     return {k: v for k, v in attributes.items() if k not in _RUNTIME_CONTENT_ATTRIBUTES}
 
 
-@dataclass(frozen=True, slots=True)
-class _StarterOf:
-    provider: trace.TracerProvider
-    starter: SpanStarter
-
-
 class RunAwareTracer(trace.Tracer):
     """A tracer that parents spans of active runs as the module docstring describes."""
 
@@ -264,7 +258,7 @@ class RunAwareTracer(trace.Tracer):
         self._attributes = attributes
         self._cache: tuple[trace.TracerProvider, trace.Tracer] | None = None
         self._run_cache: tuple[trace.TracerProvider, trace.Tracer] | None = None
-        self._starter: _StarterOf | None = None
+        self._starter: tuple[trace.TracerProvider, SpanStarter] | None = None
 
     def _tracer_of(self, provider: trace.TracerProvider, cache: str) -> trace.Tracer:
         cached: tuple[trace.TracerProvider, trace.Tracer] | None = getattr(self, cache)
@@ -277,12 +271,12 @@ class RunAwareTracer(trace.Tracer):
     def _starter_of(self, provider: trace.TracerProvider) -> SpanStarter:
         """What starts the spans of a run recorded by `provider` (made again if the provider changes)."""
         cached = self._starter
-        if cached is not None and cached.provider is provider:
-            return cached.starter
+        if cached is not None and cached[0] is provider:
+            return cached[1]
         from ._recorded_spans import SpanStarter  # the SDK's, imported once a run records a span
 
         starter = SpanStarter(self._tracer_of(provider, "_run_cache"))
-        self._starter = _StarterOf(provider, starter)
+        self._starter = (provider, starter)
         return starter
 
     def start_span(

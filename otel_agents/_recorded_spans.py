@@ -53,6 +53,7 @@ logger = logging.getLogger(__name__)
 
 _SDK_INTERNAL_METRICS = "OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED"
 _RECORDING = (Decision.RECORD_ONLY, Decision.RECORD_AND_SAMPLE)
+_UNSET: Final = Status(StatusCode.UNSET)
 
 
 class SpanStarter:
@@ -130,7 +131,27 @@ class SpanRecorder:
         scope = getattr(tracer, "_instrumentation_scope", None)
         if not isinstance(limits, SpanLimits) or scope is None:
             return None
-        return cls(tracer, limits, scope)
+        try:
+            recorder = cls(tracer, limits, scope)
+            # what a span hands its processors at the end, made once here: an SDK whose
+            # `ReadableSpan` takes other arguments gets its own path, not a failing span end
+            ReadableSpan(
+                name="probe",
+                context=trace.INVALID_SPAN_CONTEXT,
+                parent=None,
+                resource=recorder.resource,
+                attributes={},
+                events=[],
+                links=(),
+                kind=SpanKind.INTERNAL,
+                status=_UNSET,
+                start_time=0,
+                end_time=0,
+                instrumentation_scope=scope,
+            )
+        except (AttributeError, TypeError):
+            return None
+        return recorder
 
     def start(
         self,
@@ -244,9 +265,6 @@ class SpanRecorder:
         if self._on_ending is not None:
             self._on_ending(span)
         self.processor.on_end(readable)
-
-
-_UNSET: Final = Status(StatusCode.UNSET)
 
 
 class RecordedSpan(trace.Span):

@@ -331,6 +331,16 @@ def test_only_the_sdks_own_tracer_gets_a_recorder(monkeypatch: pytest.MonkeyPatc
     assert SpanRecorder.of(tracer) is not None
     monkeypatch.setenv("OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED", "true")
     assert SpanRecorder.of(tracer) is None, "the SDK's own span metrics need its own path"
+    monkeypatch.delenv("OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED")
+
+    class OtherReadableSpan(ReadableSpan):  # as a later SDK might make it
+        def __init__(self, name: str, **kwargs: Any) -> None:
+            kwargs.pop("instrumentation_scope")
+            kwargs["scope"] = None
+            super().__init__(name, **kwargs)
+
+    monkeypatch.setattr("otel_agents._recorded_spans.ReadableSpan", OtherReadableSpan)
+    assert SpanRecorder.of(tracer) is None, "a span end that would fail: the SDK's path instead"
 
 
 def shape(tree: Tree) -> list[tuple[Any, ...]]:
