@@ -78,6 +78,9 @@ class SeesStarts(SpanProcessor):
         )
         span.set_attribute("seen.on_start", True)
 
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True  # nothing held (older SDKs' base class returns None, which reads as a failure)
+
     READS = ("name", "parent", "kind", "resource", "instrumentation_scope", "end_time", "events", "links")
 
 
