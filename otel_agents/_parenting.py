@@ -257,16 +257,19 @@ class RunAwareTracer(trace.Tracer):
         self._schema_url = schema_url
         self._attributes = attributes
         self._cache: tuple[trace.TracerProvider, trace.Tracer] | None = None
-        self._run_cache: tuple[trace.TracerProvider, trace.Tracer] | None = None
         self._starter: tuple[trace.TracerProvider, SpanStarter] | None = None
 
-    def _tracer_of(self, provider: trace.TracerProvider, cache: str) -> trace.Tracer:
-        cached: tuple[trace.TracerProvider, trace.Tracer] | None = getattr(self, cache)
+    def _tracer_of(self, provider: trace.TracerProvider) -> trace.Tracer:
+        """The tracer of this name in the delegate provider (spans outside runs)."""
+        cached = self._cache
         if cached is not None and cached[0] is provider:
             return cached[1]
-        tracer = provider.get_tracer(self._name, self._version, self._schema_url, self._attributes)
-        setattr(self, cache, (provider, tracer))
+        tracer = self._get_tracer(provider)
+        self._cache = (provider, tracer)
         return tracer
+
+    def _get_tracer(self, provider: trace.TracerProvider) -> trace.Tracer:
+        return provider.get_tracer(self._name, self._version, self._schema_url, self._attributes)
 
     def _starter_of(self, provider: trace.TracerProvider) -> SpanStarter:
         """What starts the spans of a run recorded by `provider` (made again if the provider changes)."""
@@ -275,7 +278,7 @@ class RunAwareTracer(trace.Tracer):
             return cached[1]
         from ._recorded_spans import SpanStarter  # the SDK's, imported once a run records a span
 
-        starter = SpanStarter(self._tracer_of(provider, "_run_cache"))
+        starter = SpanStarter(self._get_tracer(provider))
         self._starter = (provider, starter)
         return starter
 
@@ -296,7 +299,7 @@ class RunAwareTracer(trace.Tracer):
             )
         except Exception:  # never break the run being observed
             logger.debug("otel-agents could not place span %r; starting it unchanged", name, exc_info=True)
-            return self._tracer_of(self._provider.delegate(), "_cache").start_span(
+            return self._tracer_of(self._provider.delegate()).start_span(
                 name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
             )
 
@@ -338,7 +341,7 @@ class RunAwareTracer(trace.Tracer):
                     # tapped run: the span goes under its sender, in the sender's trace, and the
                     # spans it causes here follow it.
                     return self._adopt(sender, name, kind, attributes, links, start_time)
-            return self._tracer_of(self._provider.delegate(), "_cache").start_span(
+            return self._tracer_of(self._provider.delegate()).start_span(
                 name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
             )
 
@@ -401,12 +404,11 @@ class RunAwareTracer(trace.Tracer):
             stable_runtime_span_name(name),
             parent,
             kind,
-            attributes,
+            _without_content(attributes),
             links,
             start_time,
             record_exception,
             set_status_on_exception,
-            leave_out=_RUNTIME_CONTENT_ATTRIBUTES,
         )
         REGISTRY.add(span.get_span_context(), node)
         return span
@@ -421,7 +423,7 @@ class RunAwareTracer(trace.Tracer):
         start_time: int | None,
     ) -> Span:
         provider = self._provider.delegate()
-        tracer = self._tracer_of(provider, "_cache")
+        tracer = self._tracer_of(provider)
         span = tracer.start_span(
             name, trace.set_span_in_context(NonRecordingSpan(sender)), kind, attributes, links, start_time
         )

@@ -76,10 +76,8 @@ class SpanStarter:
         start_time: int | None = None,
         record_exception: bool = True,
         set_status_on_exception: bool = True,
-        *,
-        leave_out: frozenset[str] = frozenset(),
     ) -> trace.Span:
-        """`tracer.start_span(...)`, without the attributes named in `leave_out`."""
+        """`tracer.start_span(...)`."""
         recorder = self._recorder
         if recorder is not None:
             parent = trace.get_current_span(context).get_span_context()
@@ -94,12 +92,9 @@ class SpanStarter:
                     start_time,
                     record_exception,
                     set_status_on_exception,
-                    leave_out,
                 )
                 if span is not None:
                     return span
-        if leave_out and attributes and not leave_out.isdisjoint(attributes):
-            attributes = {k: v for k, v in attributes.items() if k not in leave_out}
         return self.tracer.start_span(
             name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
         )
@@ -164,11 +159,9 @@ class SpanRecorder:
         start_time: int | None = None,
         record_exception: bool = True,
         set_status_on_exception: bool = True,
-        leave_out: frozenset[str] = frozenset(),
     ) -> trace.Span | None:
-        """The span, started under `parent` (a valid span context, the one current in `context`),
-        without the attributes named in `leave_out`. None when the tracer is disabled: the SDK's
-        path then gives what it gives."""
+        """The span, started under `parent` (a valid span context, the one current in `context`).
+        None when the tracer is disabled: the SDK's path then gives what it gives."""
         if not self._enabled():
             return None
         links = links or ()
@@ -178,8 +171,6 @@ class SpanRecorder:
         if sampler is DEFAULT_ON:  # the SDK's default: the parent's decision, as it is
             recording = bool(flags & TraceFlags.SAMPLED)
         else:
-            if leave_out and attributes:
-                attributes = {k: v for k, v in attributes.items() if k not in leave_out}
             result = sampler.should_sample(context, parent.trace_id, name, kind, attributes, links)
             recording = result.decision in _RECORDING
             attributes, trace_state = result.attributes, result.trace_state
@@ -196,7 +187,7 @@ class SpanRecorder:
             span_context,
             parent,
             kind,
-            self.attributes(attributes, leave_out),
+            self.attributes(attributes),
             links,
             start_time if start_time is not None else time_ns(),
             record_exception,
@@ -219,24 +210,21 @@ class SpanRecorder:
             return all(type(item) is str and self.plain(item) for item in value)  # type: ignore[attr-defined]
         return False
 
-    def attributes(
-        self, attributes: types.Attributes, leave_out: frozenset[str] = frozenset()
-    ) -> dict[str, Any] | BoundedAttributes:
+    def attributes(self, attributes: types.Attributes) -> dict[str, Any] | BoundedAttributes:
         """A plain copy when every value is plain and the limits let all through, else as the SDK
-        bounds them; without the keys in `leave_out`."""
+        bounds them."""
         count = self.limits.max_span_attributes
         plain: dict[str, Any] = {}
         for key, value in (attributes or {}).items():
-            if key in leave_out:
-                continue
             if not key or type(key) is not str or not self.plain(value):
                 break
             plain[key] = value
         else:
             if count is None or len(plain) <= count:
                 return plain
-        kept = {k: v for k, v in (attributes or {}).items() if k not in leave_out}
-        return BoundedAttributes(count, kept, immutable=False, max_value_len=self.limits.max_span_attribute_length)
+        return BoundedAttributes(
+            count, attributes, immutable=False, max_value_len=self.limits.max_span_attribute_length
+        )
 
     def links(self, links: Sequence[Link]) -> Sequence[Link]:
         """The links as they are when valid and without attributes, else as the SDK bounds them."""
