@@ -13,15 +13,15 @@ consumer leaves early; `LoopGuard()` stops a looping team; `LoopLimits` sets the
 
 from typing import TYPE_CHECKING, Any
 
-from ._config import ConfigError
-from ._loops import LoopLimits
-from ._runtime import create_runtime
-from ._tap import run_stream, tap
-from ._telemetry import Telemetry, configure
-from ._version import __version__
+from otel_agents._internal.autogen.runtime import create_runtime
+from otel_agents._internal.config.settings import ConfigError
+from otel_agents._internal.genai.loops import LoopLimits
+from otel_agents._internal.run.tap import run_stream, tap
+from otel_agents._internal.telemetry import Telemetry, configure
+from otel_agents._version import __version__
 
 if TYPE_CHECKING:
-    from ._guard import LoopGuard
+    from otel_agents._internal.autogen.guard import LoopGuard
 
 __all__ = [
     "ConfigError",
@@ -38,7 +38,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "LoopGuard":  # imports AutoGen: loaded when first asked for, not with the package
-        from ._guard import LoopGuard
+        from otel_agents._internal.autogen.guard import LoopGuard
 
         return LoopGuard
     raise AttributeError(f"module 'otel_agents' has no attribute {name!r}")

@@ -11,9 +11,9 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
-from otel_agents._config import ConfigError, Settings, resolve_settings
-from otel_agents._exporters import span_exporters
-from otel_agents._store import StoreSpanExporter
+from otel_agents._internal.config.settings import ConfigError, Settings, resolve_settings
+from otel_agents._internal.export.exporters import span_exporters
+from otel_agents._internal.export.store import StoreSpanExporter
 
 
 def settings(env: dict[str, str] | None = None, **kwargs: Any) -> Settings:

@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
-from otel_agents._metrics import (
+from otel_agents._internal.genai.metrics import (
     DURATION_BUCKETS,
     RUN_COST_BUCKETS,
     RUN_MESSAGES_BUCKETS,

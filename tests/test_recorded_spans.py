@@ -25,7 +25,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from opentelemetry.util import types
 
 import otel_agents
-from otel_agents._recorded_spans import RecordedSpan, SpanRecorder
+from otel_agents._internal.tracing.recorded_spans import RecordedSpan, SpanRecorder
 from tests.support.spans import Tree, one_trace
 from tests.support.teams import writers_room
 
@@ -167,7 +167,7 @@ def test_a_recorded_span_exports_as_the_sdks_span_does() -> None:
 def test_what_callers_do_to_a_recorded_span_is_recorded_as_the_sdk_records_it(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="otel_agents._recorded_spans")
+    caplog.set_level(logging.WARNING, logger="otel_agents._internal.tracing.recorded_spans")
     tracer, exporter, _ = pipeline()
     spans = started_both_ways(tracer, "autogen process critic", PROCESS_ATTRIBUTES)
     try:
@@ -201,7 +201,7 @@ def test_what_callers_do_to_a_recorded_span_is_recorded_as_the_sdk_records_it(
     after_the_end = [
         r.getMessage()
         for r in caplog.records
-        if r.name == "otel_agents._recorded_spans" and "ended span" in r.getMessage()
+        if r.name == "otel_agents._internal.tracing.recorded_spans" and "ended span" in r.getMessage()
     ]
     assert len(after_the_end) == 2, "a warning for each call after the end, as the SDK gives"
 
@@ -342,7 +342,7 @@ def test_only_the_sdks_own_tracer_gets_a_recorder(monkeypatch: pytest.MonkeyPatc
             kwargs["scope"] = None
             super().__init__(name, **kwargs)
 
-    monkeypatch.setattr("otel_agents._recorded_spans.ReadableSpan", OtherReadableSpan)
+    monkeypatch.setattr("otel_agents._internal.tracing.recorded_spans.ReadableSpan", OtherReadableSpan)
     assert SpanRecorder.of(tracer) is None, "a span end that would fail: the SDK's path instead"
 
 

@@ -19,7 +19,7 @@ from autogen_agentchat.conditions import (
 from autogen_agentchat.teams import RoundRobinGroupChat
 
 import otel_agents
-from otel_agents._stop import stop_kind_of
+from otel_agents._internal.run.stop import stop_kind_of
 from tests.conftest import Capture
 from tests.support.spans import one_trace
 from tests.support.teams import replay, writers_room

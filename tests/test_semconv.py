@@ -5,7 +5,7 @@ from __future__ import annotations
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 from opentelemetry.semconv.attributes import error_attributes
 
-from otel_agents import _semconv as sc
+from otel_agents._internal import keys as sc
 
 
 def test_gen_ai_keys_match_the_semantic_conventions() -> None:

@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
-from otel_agents._store import DATABASE, Store, StoreSpanExporter
+from otel_agents._internal.export.store import DATABASE, Store, StoreSpanExporter
 from tests.support.teams import writers_room
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -95,9 +95,9 @@ def _content(item: Any) -> str:
 
 async def run_demo(out: TextIO = sys.stdout) -> str:
     """Run the demo team; print it live; return the run id."""
-    from .._follow import follow
-    from .._tap import start_run
-    from .._telemetry import current
+    from otel_agents._internal.run.follow import follow
+    from otel_agents._internal.run.tap import start_run
+    from otel_agents._internal.telemetry import current
 
     # the replay client warns about its own token counting on every call; not the demo's point
     logging.getLogger("autogen_ext.models.replay").setLevel(logging.ERROR)

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from .._config import ConfigError, default_store_dir
-from .._version import __version__
+from otel_agents._internal.config.settings import ConfigError, default_store_dir
+from otel_agents._version import __version__
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -61,7 +61,8 @@ def _store_dir(argument: str | None) -> Path:
 
 
 def _runs(args: argparse.Namespace) -> int:
-    from .._store import Store
+    from otel_agents._internal.export.store import Store
+
     from ._render import run_json, runs_table
 
     if args.limit < 1:
@@ -77,7 +78,8 @@ def _runs(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from .._store import Store, StoreError
+    from otel_agents._internal.export.store import Store, StoreError
+
     from ._render import trace_json, trace_tree
 
     store = Store(_store_dir(args.store))
@@ -96,10 +98,10 @@ def _show(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from opentelemetry.sdk.trace.export import SpanExportResult
 
-    from .._config import resolve_settings
-    from .._exporters import otlp_span_exporter
-    from .._replay import readable_spans
-    from .._store import Store, StoreError
+    from otel_agents._internal.config.settings import resolve_settings
+    from otel_agents._internal.export.exporters import otlp_span_exporter
+    from otel_agents._internal.export.replay import readable_spans
+    from otel_agents._internal.export.store import Store, StoreError
 
     store = Store(_store_dir(args.store))
     if args.all:
@@ -132,8 +134,8 @@ def _export(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     import otel_agents
+    from otel_agents._internal.export.store import Store
 
-    from .._store import Store
     from ._demo import run_demo
     from ._render import trace_tree
 

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from .. import _semconv as sc
-from .._store import StoredRun, StoredSpan
+from otel_agents._internal import keys as sc
+from otel_agents._internal.export.store import StoredRun, StoredSpan
 
 _BAR = 24
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ._config import ConfigError
+from otel_agents._internal.config.settings import ConfigError
 
 ENV: Final[Mapping[str, str]] = {
     "max_messages": "OTEL_AGENTS_MAX_MESSAGES",

@@ -12,8 +12,8 @@ from autogen_core import Component
 from opentelemetry import trace
 from pydantic import BaseModel
 
-from ._loops import LoopLimits, LoopRules
-from ._parenting import REGISTRY
+from otel_agents._internal.genai.loops import LoopLimits, LoopRules
+from otel_agents._internal.tracing.placement import REGISTRY
 
 
 class LoopGuardConfig(BaseModel):

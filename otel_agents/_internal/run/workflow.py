@@ -11,13 +11,13 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
-from . import _semconv as sc
-from ._errors import mark_error
-from ._parenting import REGISTRY, Run
-from ._stop import CANCELLED, CONSUMER_CLOSED, StopKind, error_reason, stop_kind_of
+from otel_agents._internal import keys as sc
+from otel_agents._internal.run.stop import CANCELLED, CONSUMER_CLOSED, StopKind, error_reason, stop_kind_of
+from otel_agents._internal.tracing.errors import mark_error
+from otel_agents._internal.tracing.placement import REGISTRY, Run
 
 if TYPE_CHECKING:
-    from ._recorded_spans import SpanStarter
+    from otel_agents._internal.tracing.recorded_spans import SpanStarter
 
 _TRACER_NAME = "otel_agents"
 
@@ -37,8 +37,8 @@ def _starter(provider: trace.TracerProvider) -> SpanStarter:
     """What starts our spans in `provider`, made once (the SDK's `get_tracer` is not cheap)."""
     starter = _starters.get(provider)
     if starter is None:
-        from ._recorded_spans import SpanStarter  # the SDK's, imported once a run starts
-        from ._version import __version__
+        from otel_agents._internal.tracing.recorded_spans import SpanStarter  # the SDK's, imported once a run starts
+        from otel_agents._version import __version__
 
         starter = _starters[provider] = SpanStarter(provider.get_tracer(_TRACER_NAME, __version__))
     return starter

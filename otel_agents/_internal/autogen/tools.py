@@ -14,8 +14,8 @@ from typing import Any
 
 from opentelemetry import trace
 
-from . import _semconv as sc
-from ._wrapping import wrap_subclasses
+from otel_agents._internal import keys as sc
+from otel_agents._internal.autogen.wrapping import wrap_subclasses
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ def _tool_span() -> Any:
 
 
 def _policy() -> Any:
-    from ._telemetry import current
+    from otel_agents._internal.telemetry import current
 
     telemetry = current(None)
     return None if telemetry.disabled or not telemetry.settings.content.enabled else telemetry.settings.content

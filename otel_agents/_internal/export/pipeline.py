@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import Status
 
-from ._content import ContentPolicy
+from otel_agents._internal.genai.content import ContentPolicy
 
 logger = logging.getLogger(__name__)
 

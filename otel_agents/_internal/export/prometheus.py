@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._config import ConfigError
+from otel_agents._internal.config.settings import ConfigError
 
 _MISSING = "the Prometheus endpoint needs: pip install 'otel-agents[prometheus]'"
 

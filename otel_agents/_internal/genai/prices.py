@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ._config import ConfigError
+from otel_agents._internal.config.settings import ConfigError
 
 BUILT_IN_DATE: Final = "2025-09-01"
 """When the built-in table was written, from the providers' published list prices."""

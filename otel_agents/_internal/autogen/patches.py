@@ -18,10 +18,10 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from ._follow import follow
-from ._parenting import REGISTRY
-from ._workflow import WorkflowSpan
-from ._wrapping import MARK, mark
+from otel_agents._internal.autogen.wrapping import MARK, mark
+from otel_agents._internal.run.follow import follow
+from otel_agents._internal.run.workflow import WorkflowSpan
+from otel_agents._internal.tracing.placement import REGISTRY
 
 _lock = threading.Lock()
 
@@ -30,7 +30,9 @@ def install() -> None:
     """Wrap `BaseGroupChat.run_stream` once per process, and every model client and tool class so far."""
     from autogen_agentchat.teams import BaseGroupChat
 
-    from . import _model_calls, _private_patches, _tools
+    from otel_agents._internal.autogen import model_clients as _model_calls
+    from otel_agents._internal.autogen import private as _private_patches
+    from otel_agents._internal.autogen import tools as _tools
 
     _model_calls.install()
     _tools.install()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._config import ConfigError, Settings, Signal
+from otel_agents._internal.config.settings import ConfigError, Settings, Signal
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricReader
@@ -30,7 +30,7 @@ def span_exporters(settings: Settings) -> list[SpanExporter]:
 
             exporters.append(ConsoleSpanExporter())
         elif name == "store":
-            from ._store import StoreSpanExporter
+            from otel_agents._internal.export.store import StoreSpanExporter
 
             assert settings.store_dir is not None
             exporters.append(StoreSpanExporter(settings.store_dir, max_bytes=settings.store_max_bytes))

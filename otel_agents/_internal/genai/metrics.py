@@ -13,8 +13,8 @@ from typing import Any, Final
 from opentelemetry import metrics
 from opentelemetry.context import Context
 
-from . import _semconv as sc
-from ._version import __version__
+from otel_agents._internal import keys as sc
+from otel_agents._version import __version__
 
 TOKEN_BUCKETS: Final = [4.0**i for i in range(14)]  # 1, 4, 16, ... 67108864
 DURATION_BUCKETS: Final = [0.01 * 2**i for i in range(14)]  # 0.01 ... 81.92

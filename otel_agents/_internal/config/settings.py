@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Final, Literal
 from urllib.parse import unquote, urlparse
 
-from ._content import CONTENT_MODES, ContentMode, ContentPolicy
+from otel_agents._internal.genai.content import CONTENT_MODES, ContentMode, ContentPolicy
 
 RuntimeSpans = Literal["off", "nested"]
 Protocol = Literal["grpc", "http/protobuf"]

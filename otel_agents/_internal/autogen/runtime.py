@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._config import ConfigError
-from ._telemetry import Telemetry, current
+from otel_agents._internal.config.settings import ConfigError
+from otel_agents._internal.telemetry import Telemetry, current
 
 if TYPE_CHECKING:
     from autogen_core import AgentRuntime
@@ -36,7 +36,7 @@ def create_runtime(
     try:
         from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime
 
-        from . import _private_patches
+        from otel_agents._internal.autogen import private as _private_patches
     except ImportError:
         raise ConfigError(_GRPC_MISSING) from None
     _private_patches.install_grpc()

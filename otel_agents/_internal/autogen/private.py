@@ -27,7 +27,7 @@ from typing import Any, Final
 from opentelemetry import propagate
 from opentelemetry.trace import Link
 
-from ._wrapping import MARK, mark
+from otel_agents._internal.autogen.wrapping import MARK, mark
 
 _CONTEXT_KEYS: Final = ("traceparent", "tracestate")
 _LINKS_KEPT: Final = 4096

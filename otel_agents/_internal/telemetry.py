@@ -12,19 +12,19 @@ from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
 
-from . import _patches
-from ._config import ConfigError, RuntimeSpans, Settings, resolve_settings
-from ._loops import LoopLimits, ResolvedLimits
-from ._metrics import Instruments
-from ._parenting import Run, RunAwareTracerProvider
-from ._prices import PriceTable, load_prices
+from otel_agents._internal.autogen import patches as _patches
+from otel_agents._internal.config.settings import ConfigError, RuntimeSpans, Settings, resolve_settings
+from otel_agents._internal.genai.loops import LoopLimits, ResolvedLimits
+from otel_agents._internal.genai.metrics import Instruments
+from otel_agents._internal.genai.prices import PriceTable, load_prices
+from otel_agents._internal.tracing.placement import Run, RunAwareTracerProvider
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricReader
     from opentelemetry.sdk.trace.export import SpanExporter
 
-    from ._pipeline import Health
-    from ._prometheus import PrometheusEndpoint
+    from otel_agents._internal.export.pipeline import Health
+    from otel_agents._internal.export.prometheus import PrometheusEndpoint
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class Telemetry:
         if self._shut_down:
             return
         self._shut_down = True
-        from ._pipeline import SHUTDOWN_GRACE_S, exporter_timeout_s, shutdown_within
+        from otel_agents._internal.export.pipeline import SHUTDOWN_GRACE_S, exporter_timeout_s, shutdown_within
 
         actions = [
             shutdown
@@ -256,13 +256,14 @@ def _build(
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
 
-    from . import _exporters, _pipeline
+    from otel_agents._internal.export import exporters as _exporters
+    from otel_agents._internal.export import pipeline as _pipeline
 
     exporters = ([span_exporter] if span_exporter is not None else []) + _exporters.span_exporters(settings)
     readers = list(metric_readers or ()) + _exporters.metric_readers(settings)
     endpoint = None
     if settings.prometheus is not None:
-        from ._prometheus import PrometheusEndpoint
+        from otel_agents._internal.export.prometheus import PrometheusEndpoint
 
         endpoint = PrometheusEndpoint(*settings.prometheus)
         readers.append(endpoint.reader)

@@ -41,16 +41,16 @@ from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanK
 from opentelemetry.util import types
 from opentelemetry.util._decorator import _agnosticcontextmanager
 
-from . import _semconv as sc
-from ._config import RuntimeSpans
-from ._content import ContentPolicy
-from ._loops import LoopRules
-from ._metrics import Instruments
-from ._prices import PriceTable
-from ._usage import RunTotals
+from otel_agents._internal import keys as sc
+from otel_agents._internal.config.settings import RuntimeSpans
+from otel_agents._internal.genai.content import ContentPolicy
+from otel_agents._internal.genai.loops import LoopRules
+from otel_agents._internal.genai.metrics import Instruments
+from otel_agents._internal.genai.prices import PriceTable
+from otel_agents._internal.run.totals import RunTotals
 
 if TYPE_CHECKING:
-    from ._recorded_spans import SpanStarter
+    from otel_agents._internal.tracing.recorded_spans import SpanStarter
 
 logger = logging.getLogger(__name__)
 
@@ -276,7 +276,9 @@ class RunAwareTracer(trace.Tracer):
         cached = self._starter
         if cached is not None and cached[0] is provider:
             return cached[1]
-        from ._recorded_spans import SpanStarter  # the SDK's, imported once a run records a span
+        from otel_agents._internal.tracing.recorded_spans import (
+            SpanStarter,  # the SDK's, imported once a run records a span
+        )
 
         starter = SpanStarter(self._get_tracer(provider))
         self._starter = (provider, starter)

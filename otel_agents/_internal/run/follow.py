@@ -10,7 +10,7 @@ from typing import Protocol, TypeVar
 
 from opentelemetry import context as otel_context
 
-from ._stop import CANCELLED, CONSUMER_CLOSED
+from otel_agents._internal.run.stop import CANCELLED, CONSUMER_CLOSED
 
 T = TypeVar("T")
 

@@ -23,7 +23,7 @@ from typing import Any, Final
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from . import _semconv as sc
+from otel_agents._internal import keys as sc
 
 logger = logging.getLogger(__name__)
 

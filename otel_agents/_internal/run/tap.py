@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import context as otel_context
 
-from . import _patches
-from ._follow import follow
-from ._loops import LoopRules
-from ._parenting import Run
-from ._telemetry import Telemetry, current
-from ._workflow import WorkflowSpan
+from otel_agents._internal.autogen import patches as _patches
+from otel_agents._internal.genai.loops import LoopRules
+from otel_agents._internal.run.follow import follow
+from otel_agents._internal.run.workflow import WorkflowSpan
+from otel_agents._internal.telemetry import Telemetry, current
+from otel_agents._internal.tracing.placement import Run
 
 if TYPE_CHECKING:
     from autogen_core import CancellationToken

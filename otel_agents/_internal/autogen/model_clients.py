@@ -25,14 +25,14 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
-from . import _semconv as sc
-from ._content import ContentPolicy
-from ._content import input_messages as content_input_messages
-from ._content import output_messages as content_output_messages
-from ._errors import mark_error
-from ._follow import follow
-from ._parenting import REGISTRY, Node
-from ._wrapping import wrap_subclasses
+from otel_agents._internal import keys as sc
+from otel_agents._internal.autogen.wrapping import wrap_subclasses
+from otel_agents._internal.genai.content import ContentPolicy
+from otel_agents._internal.genai.content import input_messages as content_input_messages
+from otel_agents._internal.genai.content import output_messages as content_output_messages
+from otel_agents._internal.run.follow import follow
+from otel_agents._internal.tracing.errors import mark_error
+from otel_agents._internal.tracing.placement import REGISTRY, Node
 
 logger = logging.getLogger(__name__)
 
@@ -211,7 +211,7 @@ def _start(client: object, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Mo
     if _current_call.get() is not None:  # a subclass calling super().create(): one span per call
         return None
     try:
-        from ._telemetry import current
+        from otel_agents._internal.telemetry import current
 
         telemetry = current(None)
         if telemetry.disabled:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from opentelemetry.trace import Span, Status, StatusCode
 
-from . import _semconv as sc
+from otel_agents._internal import keys as sc
 
 
 def mark_error(span: Span, exc: BaseException) -> None:
