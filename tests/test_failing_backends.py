@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
-from otel_agents._internal.tracing.placement import REGISTRY
+from otel_agents._internal.tracing.registry import REGISTRY
 from tests.support.bad_backends import failing_endpoint, refusing_endpoint, silent_endpoint
 from tests.support.metrics import points
 from tests.support.teams import replay, text, writers_room

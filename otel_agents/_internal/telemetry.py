@@ -17,7 +17,8 @@ from otel_agents._internal.config.settings import ConfigError, RuntimeSpans, Set
 from otel_agents._internal.genai.loops import LoopLimits, ResolvedLimits
 from otel_agents._internal.genai.metrics import Instruments
 from otel_agents._internal.genai.prices import PriceTable, load_prices
-from otel_agents._internal.tracing.placement import Run, RunAwareTracerProvider
+from otel_agents._internal.run.state import Run
+from otel_agents._internal.tracing.placement import RunAwareTracerProvider
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricReader

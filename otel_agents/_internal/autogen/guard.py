@@ -13,7 +13,7 @@ from opentelemetry import trace
 from pydantic import BaseModel
 
 from otel_agents._internal.genai.loops import LoopLimits, LoopRules
-from otel_agents._internal.tracing.placement import REGISTRY
+from otel_agents._internal.tracing.registry import REGISTRY
 
 
 class LoopGuardConfig(BaseModel):

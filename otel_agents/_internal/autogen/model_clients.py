@@ -32,7 +32,7 @@ from otel_agents._internal.genai.content import input_messages as content_input_
 from otel_agents._internal.genai.content import output_messages as content_output_messages
 from otel_agents._internal.run.follow import follow
 from otel_agents._internal.tracing.errors import mark_error
-from otel_agents._internal.tracing.placement import REGISTRY, Node
+from otel_agents._internal.tracing.registry import REGISTRY, Node
 
 logger = logging.getLogger(__name__)
 
@@ -142,8 +142,8 @@ class ModelCall:
             span.set_attributes(attributes)
             if cost is None:
                 _unpriced(self._telemetry, priced_model, input_tokens + output_tokens)
-            if self.node is not None and not self.node.run.ended:
-                self.node.run.totals.add_call(
+            if self.node is not None:
+                self.node.run.add_call(
                     agent=self.agent,
                     model=priced_model,
                     input_tokens=input_tokens,

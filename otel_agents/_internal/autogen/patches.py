@@ -21,7 +21,7 @@ from opentelemetry import trace
 from otel_agents._internal.autogen.wrapping import MARK, mark
 from otel_agents._internal.run.follow import follow
 from otel_agents._internal.run.workflow import WorkflowSpan
-from otel_agents._internal.tracing.placement import REGISTRY
+from otel_agents._internal.tracing.registry import REGISTRY
 
 _lock = threading.Lock()
 
@@ -53,7 +53,7 @@ def _wrap(original: Callable[..., AsyncGenerator[Any, None]]) -> Callable[..., A
             if cause is None or cause.run.ended:
                 return stream
             parent = trace.set_span_in_context(trace.NonRecordingSpan(cause.workflow), otel_context.get_current())
-            workflow = WorkflowSpan(cause.run, str(self.name), parent, is_root=False)
+            workflow = WorkflowSpan(cause.run, str(self.name), parent, within=cause.trail)
         except Exception:  # never break the run
             return stream
         return follow(stream, workflow)

@@ -11,9 +11,9 @@ from opentelemetry import context as otel_context
 from otel_agents._internal.autogen import patches as _patches
 from otel_agents._internal.genai.loops import LoopRules
 from otel_agents._internal.run.follow import follow
+from otel_agents._internal.run.state import Run
 from otel_agents._internal.run.workflow import WorkflowSpan
 from otel_agents._internal.telemetry import Telemetry, current
-from otel_agents._internal.tracing.placement import Run
 
 if TYPE_CHECKING:
     from autogen_core import CancellationToken
@@ -49,7 +49,7 @@ def start_run(telemetry: Telemetry, name: str) -> WorkflowSpan | None:
             workflow=name,
             loops=LoopRules(telemetry.loop_limits),
         )
-        return WorkflowSpan(run, name, otel_context.get_current(), is_root=True)
+        return WorkflowSpan(run, name, otel_context.get_current())
     except Exception:
         logger.warning("otel-agents could not start tracing run %r; it runs untraced", name, exc_info=True)
         return None

@@ -5,19 +5,18 @@ from __future__ import annotations
 import random
 import time
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from otel_agents._internal import keys as sc
+from otel_agents._internal.run.state import Run
 from otel_agents._internal.run.stop import CANCELLED, CONSUMER_CLOSED, StopKind, error_reason, stop_kind_of
 from otel_agents._internal.tracing.errors import mark_error
-from otel_agents._internal.tracing.placement import REGISTRY, Run
-
-if TYPE_CHECKING:
-    from otel_agents._internal.tracing.recorded_spans import SpanStarter
+from otel_agents._internal.tracing.registry import REGISTRY, Trail
+from otel_agents._version import __version__
 
 _TRACER_NAME = "otel_agents"
 
@@ -30,18 +29,15 @@ def _autogen_types() -> tuple[type[Any], type[Any]]:
     return TaskResult, ModelClientStreamingChunkEvent
 
 
-_starters: weakref.WeakKeyDictionary[trace.TracerProvider, SpanStarter] = weakref.WeakKeyDictionary()
+_tracers: weakref.WeakKeyDictionary[trace.TracerProvider, trace.Tracer] = weakref.WeakKeyDictionary()
 
 
-def _starter(provider: trace.TracerProvider) -> SpanStarter:
-    """What starts our spans in `provider`, made once (the SDK's `get_tracer` is not cheap)."""
-    starter = _starters.get(provider)
-    if starter is None:
-        from otel_agents._internal.tracing.recorded_spans import SpanStarter  # the SDK's, imported once a run starts
-        from otel_agents._version import __version__
-
-        starter = _starters[provider] = SpanStarter(provider.get_tracer(_TRACER_NAME, __version__))
-    return starter
+def _tracer(provider: trace.TracerProvider) -> trace.Tracer:
+    """Our tracer in `provider`, made once (the SDK's `get_tracer` is not cheap)."""
+    tracer = _tracers.get(provider)
+    if tracer is None:
+        tracer = _tracers[provider] = provider.get_tracer(_TRACER_NAME, __version__)
+    return tracer
 
 
 def new_run_id() -> str:
@@ -58,12 +54,13 @@ class WorkflowSpan:
         name: str,
         parent: otel_context.Context,
         *,
-        is_root: bool,
+        within: Trail | None = None,
     ) -> None:
+        """The run span of `run`; with `within`, the span of a team nested in that trail's run."""
         self.run = run
-        self.is_root = is_root
+        self.is_root = is_root = within is None
         self._task_result_type, self._chunk_type = _autogen_types()
-        self._spans = _starter(run.provider)
+        self._spans = _tracer(run.provider)
         self._last_ns = self._start_ns = time.time_ns()
         attributes: dict[str, Any] = {
             sc.GEN_AI_OPERATION_NAME: sc.OPERATION_INVOKE_WORKFLOW,
@@ -79,7 +76,11 @@ class WorkflowSpan:
             attributes=attributes,
             start_time=self._last_ns,
         )
-        REGISTRY.add_workflow(run, self.span.get_span_context())
+        if within is None:
+            self.trail = REGISTRY.open(run, self.span.get_span_context())
+        else:
+            self.trail = within
+            REGISTRY.add_workflow(within, self.span.get_span_context())
         self.context = trace.set_span_in_context(self.span, parent)
         self.message_count = 0
         self.input_tokens = 0
@@ -187,7 +188,7 @@ class WorkflowSpan:
             mark_error(span, self._error)
         span.end()
         if self.is_root:
-            REGISTRY.end(self.run)
+            REGISTRY.end(self.trail)
             if self.run.instruments is not None:
                 self.run.instruments.run_ended(
                     workflow=self.run.workflow,

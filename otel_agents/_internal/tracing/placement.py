@@ -1,18 +1,19 @@
-"""Parenting: every span a run causes lands in that run's trace, under the span that caused it.
+"""Placement: every span a run causes lands in that run's trace, under the span that caused it.
 
-AutoGen 0.7.5 starts its runtime spans under whatever context is current in the runtime's processing
+AutoGen 0.7.x starts its runtime spans under whatever context is current in the runtime's processing
 loop and only *links* them to the sender's span; AgentChat's `invoke_agent` spans then nest under
 those. A `RunAwareTracerProvider` hands out tracers that, while a run is active, choose the parent
-themselves:
+and then start the span through the SDK tracer's own `start_span`:
 
-- the registry maps the span id of every span a run has started to a `Node`: the run, the span's
+- the registry (`tracing.registry`) knows, for the spans a run has started, the run, the span's
   *anchor* (the agent turn or workflow it belongs to) and its workflow (the run span, or the span
   of a nested team);
 - an AutoGen runtime span (`autogen create|send|publish|process|ack`) is caused by the span it
   links to (else its parent); it goes under the anchor of its cause, never under another runtime
   span, so depth does not grow with the number of messages. With runtime spans `off` it is not
   recorded: its workflow's span context stands in for it (made current for its block, copied by
-  AutoGen into the next message's envelope), which keeps the chain of causes intact;
+  AutoGen into the next message's envelope), which keeps the chain of causes intact. With `nested`,
+  `create` and `ack` spans are not recorded either (they say nothing a reader needs);
 - an agent turn (`invoke_agent`) goes directly under the workflow of its cause;
 - any other span goes under its parent, or under the workflow when the parent is a runtime span
   (a model call made by no agent, such as a selector choosing the next speaker);
@@ -26,13 +27,9 @@ from __future__ import annotations
 
 import enum
 import logging
-import re
-import threading
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -42,29 +39,17 @@ from opentelemetry.util import types
 from opentelemetry.util._decorator import _agnosticcontextmanager
 
 from otel_agents._internal import keys as sc
+from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.config.settings import RuntimeSpans
-from otel_agents._internal.genai.content import ContentPolicy
-from otel_agents._internal.genai.loops import LoopRules
-from otel_agents._internal.genai.metrics import Instruments
-from otel_agents._internal.genai.prices import PriceTable
-from otel_agents._internal.run.totals import RunTotals
-
-if TYPE_CHECKING:
-    from otel_agents._internal.tracing.recorded_spans import SpanStarter
+from otel_agents._internal.run.state import Run
+from otel_agents._internal.tracing.registry import REGISTRY, Node
 
 logger = logging.getLogger(__name__)
 
-_FOLLOWED_KEPT: Final = 256
-"""Traces started in other processes whose spans here are still registered (least recent dropped)."""
-_ENDED_SPANS_KEPT: Final = 200_000
-"""Span ids of ended runs remembered (about 8 MB at most), so that late spans they cause are
-dropped, not orphaned into a trace whose run span has ended."""
-
-_UUID: Final = re.compile(r"_?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_DESTINATION_KEY: Final = re.compile(r"\.\([^)]*\)-[AT]$")
-_RUNTIME_CONTENT_ATTRIBUTES: Final = frozenset({"message"})
-_RUNTIME_TRACER_PREFIX: Final = "autogen "
-"""autogen_core's TraceHelper names its tracer f"autogen {runtime name}"."""
+_STABLE_NAMES_KEPT: Final = 1024
+_UNRECORDED_WHEN_NESTED: Final = tuple(
+    f"{ag.RUNTIME_TRACER_PREFIX}{op}" for op in ag.RUNTIME_OPERATIONS_DROPPED_WHEN_NESTED
+)
 
 
 class Role(enum.Enum):
@@ -72,124 +57,6 @@ class Role(enum.Enum):
     TURN = "turn"
     CREATE_AGENT = "create_agent"
     OTHER = "other"
-
-
-@dataclass(eq=False)
-class Run:
-    """One active run: its spans' provider, its runtime-span mode, prices, totals, what it registered."""
-
-    provider: trace.TracerProvider
-    runtime_spans: RuntimeSpans
-    prices: PriceTable | None = None
-    content: ContentPolicy = field(default_factory=ContentPolicy)
-    instruments: Instruments | None = None
-    workflow: str = "unknown"
-    loops: LoopRules | None = None
-    totals: RunTotals = field(default_factory=RunTotals)
-    ended: bool = False
-    span_ids: list[int] = field(default_factory=list)
-    under_anchor: dict[int, tuple[Context, Node]] = field(default_factory=dict)
-    """Per anchor span id: the parent context and the registry node of runtime spans placed under it."""
-
-
-@dataclass(frozen=True, slots=True)
-class Node:
-    run: Run
-    anchor: SpanContext
-    workflow: SpanContext
-    is_runtime: bool
-    agent: str | None = None
-    """The agent whose turn this span is in, if any."""
-
-
-class Registry:
-    """Span id -> Node for the spans of active (and recently ended) runs."""
-
-    def __init__(self) -> None:
-        self._nodes: dict[int, Node] = {}
-        self._ended_order: deque[frozenset[int]] = deque()
-        self._ended: set[int] = set()
-        self._followed: dict[int, Run] = {}
-        self._lock = threading.RLock()
-
-    def add(self, span_context: SpanContext, node: Node) -> None:
-        if span_context.is_valid:
-            self._nodes[span_context.span_id] = node
-            node.run.span_ids.append(span_context.span_id)
-
-    def add_workflow(self, run: Run, span_context: SpanContext) -> Node:
-        """Register a workflow span (a run, or a nested team): its own anchor and workflow."""
-        node = Node(run, span_context, span_context, is_runtime=False)
-        self.add(span_context, node)
-        return node
-
-    def lookup(self, span_context: SpanContext | None) -> Node | None:
-        # Only valid span contexts are added, so an invalid one (span id 0) finds nothing.
-        return self._nodes.get(span_context.span_id) if span_context is not None else None
-
-    def lookup_links(self, links: Sequence[Link] | None) -> Node | None:
-        if links:
-            nodes = self._nodes
-            for link in links:
-                node = nodes.get(link.context.span_id)
-                if node is not None:
-                    return node
-        return None
-
-    def stand_in(self, cause: Node) -> SpanContext:
-        """What stands for a dropped runtime span (runtime spans `off`) caused at `cause`: its workflow.
-
-        Made current for the runtime span's block and copied by AutoGen into the envelopes of the
-        messages sent in it, the workflow's own span context keeps the chain of causes intact; the
-        turns and model calls it causes go under that workflow, as they should; and a span started
-        under it by a tracer that is not ours gets a parent that exists. It is registered already.
-        """
-        return cause.workflow
-
-    def followed_run(self, trace_id: int, provider: trace.TracerProvider, runtime_spans: RuntimeSpans) -> Run:
-        """The run that stands for a trace started elsewhere (another process), while it is active.
-
-        Bounded: the least recently started of more than `_FOLLOWED_KEPT` such traces is forgotten.
-        """
-        with self._lock:
-            run = self._followed.pop(trace_id, None)
-            if run is None:
-                run = Run(provider=provider, runtime_spans=runtime_spans, workflow="remote")
-            self._followed[trace_id] = run  # most recent last
-            while len(self._followed) > _FOLLOWED_KEPT:
-                oldest = self._followed.pop(next(iter(self._followed)))
-                for span_id in oldest.span_ids:
-                    self._nodes.pop(span_id, None)
-            return run
-
-    def end(self, run: Run) -> None:
-        """Forget the run's spans, remembering only their ids: late spans they cause are dropped."""
-        run.ended = True
-        with self._lock:
-            ids = frozenset(run.span_ids)
-            for span_id in ids:
-                self._nodes.pop(span_id, None)
-            run.span_ids.clear()
-            run.under_anchor.clear()
-            self._ended.update(ids)
-            self._ended_order.append(ids)
-            while len(self._ended) > _ENDED_SPANS_KEPT and len(self._ended_order) > 1:
-                self._ended.difference_update(self._ended_order.popleft())
-
-    def of_ended_run(self, span_context: SpanContext | None, links: Sequence[Link] | None) -> SpanContext | None:
-        """The parent or linked span that belongs to a run that has ended, if any."""
-        if span_context is not None and span_context.is_valid and span_context.span_id in self._ended:
-            return span_context
-        for link in links or ():
-            if link.context.span_id in self._ended:
-                return link.context
-        return None
-
-    def __len__(self) -> int:
-        return len(self._nodes)
-
-
-REGISTRY: Final = Registry()
 
 
 _stable_names: dict[str, str] = {}
@@ -200,7 +67,7 @@ def stable_runtime_span_name(name: str) -> str:
     stable = _stable_names.get(name)
     if stable is None:
         stable = _stable_name(name)
-        if len(_stable_names) < 10_000:  # one entry per agent and team: bounded all the same
+        if len(_stable_names) < _STABLE_NAMES_KEPT:  # one entry per agent and team: bounded all the same
             _stable_names[name] = stable
     return stable
 
@@ -209,7 +76,7 @@ def _stable_name(name: str) -> str:
     parts = name.split(" ", 2)
     if len(parts) < 3:
         return name
-    destination = _DESTINATION_KEY.sub("", _UUID.sub("", parts[2]))
+    destination = ag.RUNTIME_SPAN_DESTINATION_KEY.sub("", ag.RUNTIME_SPAN_UUID.sub("", parts[2]))
     return f"{parts[0]} {parts[1]} {destination}" if destination else f"{parts[0]} {parts[1]}"
 
 
@@ -224,20 +91,25 @@ def _remote_sender(parent: SpanContext, links: Sequence[Link] | None) -> SpanCon
 
 
 def _role(tracer_name: str, attributes: types.Attributes) -> Role:
-    if tracer_name.startswith(_RUNTIME_TRACER_PREFIX):
+    if tracer_name.startswith(ag.RUNTIME_TRACER_PREFIX):
         return Role.RUNTIME
     operation = attributes.get(sc.GEN_AI_OPERATION_NAME) if attributes else None
-    if operation == sc.OPERATION_INVOKE_AGENT:
+    if operation == ag.OPERATION_INVOKE_AGENT:
         return Role.TURN
-    if operation == sc.OPERATION_CREATE_AGENT:
+    if operation == ag.OPERATION_CREATE_AGENT:
         return Role.CREATE_AGENT
     return Role.OTHER
 
 
-def _without_content(attributes: types.Attributes) -> types.Attributes:
-    if not attributes or not any(key in attributes for key in _RUNTIME_CONTENT_ATTRIBUTES):
+def without_content(attributes: types.Attributes) -> types.Attributes:
+    """A runtime span's attributes without AutoGen's `message` (the whole message JSON)."""
+    if not attributes or not any(key in attributes for key in ag.RUNTIME_CONTENT_ATTRIBUTES):
         return attributes
-    return {k: v for k, v in attributes.items() if k not in _RUNTIME_CONTENT_ATTRIBUTES}
+    return {k: v for k, v in attributes.items() if k not in ag.RUNTIME_CONTENT_ATTRIBUTES}
+
+
+def _context_of(span_context: SpanContext) -> Context:
+    return trace.set_span_in_context(NonRecordingSpan(span_context))
 
 
 class RunAwareTracer(trace.Tracer):
@@ -257,32 +129,15 @@ class RunAwareTracer(trace.Tracer):
         self._schema_url = schema_url
         self._attributes = attributes
         self._cache: tuple[trace.TracerProvider, trace.Tracer] | None = None
-        self._starter: tuple[trace.TracerProvider, SpanStarter] | None = None
 
     def _tracer_of(self, provider: trace.TracerProvider) -> trace.Tracer:
-        """The tracer of this name in the delegate provider (spans outside runs)."""
+        """The tracer of this name in `provider` (the SDK's `get_tracer` is not cheap: kept)."""
         cached = self._cache
         if cached is not None and cached[0] is provider:
             return cached[1]
-        tracer = self._get_tracer(provider)
+        tracer = provider.get_tracer(self._name, self._version, self._schema_url, self._attributes)
         self._cache = (provider, tracer)
         return tracer
-
-    def _get_tracer(self, provider: trace.TracerProvider) -> trace.Tracer:
-        return provider.get_tracer(self._name, self._version, self._schema_url, self._attributes)
-
-    def _starter_of(self, provider: trace.TracerProvider) -> SpanStarter:
-        """What starts the spans of a run recorded by `provider` (made again if the provider changes)."""
-        cached = self._starter
-        if cached is not None and cached[0] is provider:
-            return cached[1]
-        from otel_agents._internal.tracing.recorded_spans import (
-            SpanStarter,  # the SDK's, imported once a run records a span
-        )
-
-        starter = SpanStarter(self._get_tracer(provider))
-        self._starter = (provider, starter)
-        return starter
 
     def start_span(
         self,
@@ -333,15 +188,14 @@ class RunAwareTracer(trace.Tracer):
             if role is Role.CREATE_AGENT or (role is Role.RUNTIME and self._provider.runtime_spans() == "off"):
                 return NonRecordingSpan(parent if parent.is_valid else trace.INVALID_SPAN_CONTEXT)
             if role is Role.RUNTIME:
-                name, attributes = stable_runtime_span_name(name), _without_content(attributes)
+                if name.startswith(_UNRECORDED_WHEN_NESTED):
+                    return NonRecordingSpan(parent if parent.is_valid else trace.INVALID_SPAN_CONTEXT)
+                name, attributes = stable_runtime_span_name(name), without_content(attributes)
                 sender = _remote_sender(parent, links)
-                if sender is None and not parent.is_valid and name.startswith("autogen ack"):
-                    # an acknowledgement whose request left no trace context: a one-span trace of noise
-                    return NonRecordingSpan(trace.INVALID_SPAN_CONTEXT)
                 if sender is not None:
                     # A message from another process (gRPC metadata) or another task, outside any
-                    # tapped run: the span goes under its sender, in the sender's trace, and the
-                    # spans it causes here follow it.
+                    # tapped run, or one whose cause's entry the registry dropped: the span goes
+                    # under its sender, in the sender's trace, and the spans it causes here follow it.
                     return self._adopt(sender, name, kind, attributes, links, start_time)
             return self._tracer_of(self._provider.delegate()).start_span(
                 name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
@@ -353,18 +207,16 @@ class RunAwareTracer(trace.Tracer):
             )
 
         run = cause.run
-        if role is Role.TURN:
-            place_under = cause.workflow
-        elif cause.is_runtime:
+        if role is Role.TURN or cause.is_runtime:
             place_under = cause.workflow
         elif cause is parent_node:
             place_under = parent
         else:
             place_under = cause.anchor
 
-        span = self._starter_of(run.provider).start_span(
+        span = self._tracer_of(run.provider).start_span(
             name,
-            trace.set_span_in_context(NonRecordingSpan(place_under)),
+            _context_of(place_under) if place_under is not parent else context,
             kind,
             attributes,
             links,
@@ -372,10 +224,10 @@ class RunAwareTracer(trace.Tracer):
             record_exception,
             set_status_on_exception,
         )
-        own = span.get_span_context()
         if role is Role.TURN:
+            own = span.get_span_context()
             agent = attributes.get(sc.GEN_AI_AGENT_NAME) if attributes else None
-            REGISTRY.add(own, Node(run, own, cause.workflow, False, agent if isinstance(agent, str) else None))
+            REGISTRY.add(own, Node(cause.trail, own, cause.workflow, False, agent if isinstance(agent, str) else None))
         # Other spans (model calls, tools, your own) are not registered: spans under them keep their
         # parent as it is, which is already inside the run. That keeps a long run's registry small.
         return span
@@ -391,22 +243,25 @@ class RunAwareTracer(trace.Tracer):
         record_exception: bool,
         set_status_on_exception: bool,
     ) -> Span:
-        """A runtime span caused in a run: its stand-in (`off`), or recorded under its cause's anchor."""
-        run = cause.run
-        if run.runtime_spans == "off":
-            return NonRecordingSpan(REGISTRY.stand_in(cause))
-        placed = run.under_anchor.get(cause.anchor.span_id)
+        """A runtime span caused in a run: its stand-in (`off`, and `create`/`ack` when `nested`),
+        or started under its cause's anchor."""
+        trail = cause.trail
+        if trail.run.runtime_spans == "off":
+            return NonRecordingSpan(cause.workflow)
+        if name.startswith(_UNRECORDED_WHEN_NESTED):
+            return NonRecordingSpan(cause.anchor)
+        placed = trail.under_anchor.get(cause.anchor.span_id)
         if placed is None:  # one per anchor (a turn or a workflow), shared by its runtime spans
-            placed = run.under_anchor[cause.anchor.span_id] = (
-                trace.set_span_in_context(NonRecordingSpan(cause.anchor)),
-                Node(run, cause.anchor, cause.workflow, is_runtime=True),
+            placed = trail.under_anchor[cause.anchor.span_id] = (
+                _context_of(cause.anchor),
+                Node(trail, cause.anchor, cause.workflow, is_runtime=True),
             )
         parent, node = placed
-        span = self._starter_of(run.provider).start_span(
+        span = self._tracer_of(trail.run.provider).start_span(
             stable_runtime_span_name(name),
             parent,
             kind,
-            _without_content(attributes),
+            without_content(attributes),
             links,
             start_time,
             record_exception,
@@ -424,14 +279,14 @@ class RunAwareTracer(trace.Tracer):
         links: Sequence[Link] | None,
         start_time: int | None,
     ) -> Span:
+        if REGISTRY.is_run_trace(sender.trace_id):
+            # the sender is a span of an active local run whose entry was dropped (bounded registry)
+            REGISTRY.unplaced += 1
         provider = self._provider.delegate()
-        tracer = self._tracer_of(provider)
-        span = tracer.start_span(
-            name, trace.set_span_in_context(NonRecordingSpan(sender)), kind, attributes, links, start_time
-        )
+        span = self._tracer_of(provider).start_span(name, _context_of(sender), kind, attributes, links, start_time)
         own = span.get_span_context()
-        run = REGISTRY.followed_run(sender.trace_id, provider, self._provider.runtime_spans())
-        REGISTRY.add(own, Node(run, own, own, is_runtime=False))
+        trail = REGISTRY.followed(sender.trace_id, provider, self._provider.runtime_spans())
+        REGISTRY.add(own, Node(trail, own, own, is_runtime=False))
         return span
 
     @_agnosticcontextmanager
@@ -585,7 +440,7 @@ class _InUse:
 
 
 def _tracer_class(name: str) -> type[RunAwareTracer]:
-    return RuntimeTracer if name.startswith(_RUNTIME_TRACER_PREFIX) else RunAwareTracer
+    return RuntimeTracer if name.startswith(ag.RUNTIME_TRACER_PREFIX) else RunAwareTracer
 
 
 class RunAwareTracerProvider(trace.TracerProvider):

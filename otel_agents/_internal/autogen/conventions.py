@@ -1,0 +1,97 @@
+"""Every AutoGen convention otel-agents relies on, in one place.
+
+AutoGen (autogen-core, autogen-agentchat, autogen-ext 0.7.x) does not promise these: they are
+names, patterns and private members read off its source. Each is pinned by a test against the
+installed AutoGen (tests/test_autogen_conventions.py), so that an AutoGen release that changes one
+fails CI rather than quietly breaking traces.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Final, Literal
+
+# --- autogen_core._telemetry: the runtime's spans ------------------------------------------------
+
+RUNTIME_TRACER_PREFIX: Final = "autogen "
+"""`TraceHelper` names its tracer f"autogen {runtime name}" (`autogen core`, `autogen grpc`...)."""
+RUNTIME_SPAN_NAME: Final = re.compile(r"^autogen (create|send|publish|process|ack)(?: (.*))?$")
+"""`autogen {operation} {destination}`; the destination holds per-team UUIDs."""
+RUNTIME_OPERATIONS_DROPPED_WHEN_NESTED: Final = frozenset({"create", "ack"})
+"""Runtime spans that say nothing a reader needs (instantiating an agent, acknowledging a
+message): not recorded even with runtime spans `nested`."""
+RUNTIME_SPAN_UUID: Final = re.compile(r"_?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+RUNTIME_SPAN_DESTINATION_KEY: Final = re.compile(r"\.\([^)]*\)-[AT]$")
+"""The agent-key suffix of a destination: `.(key)-A` (an agent) or `-T` (a topic)."""
+RUNTIME_CONTENT_ATTRIBUTES: Final = frozenset({"message"})
+"""The runtime's `process` spans carry the whole message JSON (user content) in `message`."""
+TELEMETRY_LINKS_MODULE: Final = "autogen_core._telemetry._tracing"
+TELEMETRY_LINKS_FUNCTION: Final = "get_telemetry_links"
+"""Private: parses an envelope's `traceparent` into the links of every runtime span."""
+GENAI_TRACER_MODULE: Final = "autogen_core._telemetry._genai"
+"""Private: AgentChat's `create_agent`/`invoke_agent`/`execute_tool` spans come from here, through
+the *global* tracer provider."""
+
+# --- autogen_agentchat: GenAI spans --------------------------------------------------------------
+
+OPERATION_INVOKE_AGENT: Final = "invoke_agent"
+OPERATION_CREATE_AGENT: Final = "create_agent"
+EXECUTE_TOOL_SPAN_PREFIX: Final = "execute_tool"
+
+# --- autogen_agentchat: stop reasons -------------------------------------------------------------
+
+StopKindOfReason = Literal[
+    "loop_guard", "max_messages", "text_mention", "handoff", "timeout", "token_budget", "external"
+]
+STOP_REASONS: Final[tuple[tuple[re.Pattern[str], StopKindOfReason], ...]] = (
+    (re.compile(r"loop guard:"), "loop_guard"),  # ours: LoopGuard's StopMessage
+    (re.compile(r"Maximum number of (messages|turns) \d+ reached"), "max_messages"),
+    (re.compile(r"Text '.*?' mentioned"), "text_mention"),
+    (re.compile(r"Handoff to \S+ from \S+ detected"), "handoff"),
+    (re.compile(r"Timeout of [\d.]+ seconds reached"), "timeout"),
+    (re.compile(r"Token usage limit reached"), "token_budget"),
+    (re.compile(r"External termination requested"), "external"),
+)
+"""The stop messages of `autogen_agentchat.conditions` and the group chat managers."""
+
+# --- autogen_agentchat / autogen_core: classes read by name --------------------------------------
+
+CREATE_RESULT_CLASS: Final = "CreateResult"
+FUNCTION_CALL_CLASS: Final = "FunctionCall"
+FUNCTION_EXECUTION_RESULT_CLASS: Final = "FunctionExecutionResult"
+LLM_MESSAGE_ROLES: Final[Mapping[str, str]] = {
+    "SystemMessage": "system",
+    "UserMessage": "user",
+    "AssistantMessage": "assistant",
+    "FunctionExecutionResultMessage": "tool",
+}
+"""`autogen_core.models` message classes and the GenAI role each stands for."""
+STREAM_CHUNK_CLASS: Final = "ModelClientStreamingChunkEvent"
+TASK_RESULT_CLASS: Final = "TaskResult"
+TOOL_CALL_REQUEST_CLASS: Final = "ToolCallRequestEvent"
+
+MODEL_CLIENT_PROVIDERS: Final[Mapping[str, str]] = {
+    "AzureOpenAIChatCompletionClient": "azure.ai.openai",
+    "AzureAIChatCompletionClient": "azure.ai.inference",
+    "OpenAIChatCompletionClient": "openai",
+    "BaseOpenAIChatCompletionClient": "openai",
+    "AnthropicChatCompletionClient": "anthropic",
+    "AnthropicBedrockChatCompletionClient": "aws.bedrock",
+    "OllamaChatCompletionClient": "ollama",
+    "ReplayChatCompletionClient": "autogen.replay",
+    "LlamaCppChatCompletionClient": "llama_cpp",
+}
+"""autogen-ext's model client classes, by name, and their `gen_ai.provider.name`."""
+
+# --- private members read ------------------------------------------------------------------------
+
+CLIENT_CREATE_ARGS: Final = "_create_args"
+CLIENT_RAW_CONFIG: Final = "_raw_config"
+"""The OpenAI clients' configuration (private): where the requested model is."""
+LLM_EVENT_KWARGS: Final = "kwargs"
+"""`LLMCallEvent`/`LLMStreamEndEvent` keep their fields in `.kwargs` (response, usage, agent id)."""
+GRPC_SEND_MESSAGE: Final = "_send_message"
+"""`GrpcWorkerAgentRuntime._send_message(runtime_message, send_type, recipient, telemetry_metadata)`."""
+STREAM_FRAME_SELF: Final = "self"
+"""An un-started `run_stream(...)` async generator knows its team as `ag_frame.f_locals["self"]`."""

@@ -1,0 +1,75 @@
+"""The state of one run: what it is, how its spans are recorded, and its totals, in one place.
+
+A `Run` is made when a run starts (`tap`, `run_stream`) and ended when its run span ends. Model
+calls find it once, at their start, through the span registry (`tracing.registry`), and report to
+it with `add_call`: tokens and cost are counted there and nowhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from opentelemetry import trace
+
+from otel_agents._internal.genai.content import ContentPolicy
+
+if TYPE_CHECKING:
+    from otel_agents._internal.config.settings import RuntimeSpans
+    from otel_agents._internal.genai.loops import LoopRules
+    from otel_agents._internal.genai.metrics import Instruments
+    from otel_agents._internal.genai.prices import PriceTable
+
+
+@dataclass
+class RunTotals:
+    """What a run's model calls used. `cost_usd` is None once any call's model had no price."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0
+    agent_models: dict[str, str] = field(default_factory=dict)
+    """The model each agent called last: it prices that agent's message usage."""
+
+    def for_budgets(self) -> tuple[int | None, float | None]:
+        """(tokens, cost) for the loop rules' budgets; (None, None) before any traced model call."""
+        if not self.calls:
+            return None, None
+        return self.input_tokens + self.output_tokens, self.cost_usd
+
+
+@dataclass(eq=False)
+class Run:
+    """One run (or a trace followed from another process): where its spans go and what it used."""
+
+    provider: trace.TracerProvider
+    """The SDK provider that records the run's spans."""
+    runtime_spans: RuntimeSpans
+    prices: PriceTable | None = None
+    content: ContentPolicy = field(default_factory=ContentPolicy)
+    instruments: Instruments | None = None
+    workflow: str = "unknown"
+    loops: LoopRules | None = None
+    totals: RunTotals = field(default_factory=RunTotals)
+    ended: bool = False
+
+    def add_call(
+        self,
+        *,
+        agent: str | None,
+        model: str | None,
+        input_tokens: int,
+        output_tokens: int,
+        cost_usd: float | None,
+    ) -> None:
+        """One model call of the run, counted once (calls ending after the run are not)."""
+        if self.ended:
+            return
+        totals = self.totals
+        totals.calls += 1
+        totals.input_tokens += input_tokens
+        totals.output_tokens += output_tokens
+        totals.cost_usd = None if cost_usd is None or totals.cost_usd is None else totals.cost_usd + cost_usd
+        if agent is not None and model is not None:
+            totals.agent_models[agent] = model

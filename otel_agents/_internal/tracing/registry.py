@@ -1,0 +1,214 @@
+"""The span registry: which run each span of a run belongs to, bounded in memory by design.
+
+Placement (`tracing.placement`) asks it, for the parent or the linked sender of a span being
+started, which run that span belongs to, and under which turn (*anchor*) and workflow. Entries:
+
+- per run (or per trace followed from another process) a `Trail`: span id -> `Node` for the
+  spans whose id a later span may name as its cause (workflows, agent turns, runtime spans when
+  `nested`), at most `NODES_PER_TRAIL`, least recently used dropped first. A span whose cause was
+  dropped is placed under its sender in the same trace, outside the run's totals, and counted
+  (`unplaced`, the metric `otel_agents.spans.unplaced`). Workflow spans are never dropped;
+- the span ids of the last `ENDED_RUNS_KEPT` ended runs, for at most `ENDED_KEPT_S` seconds, so
+  that late spans they cause (AutoGen acknowledging a message after the run span ended) are
+  dropped rather than started as traces of their own;
+- traces followed from other processes (gRPC) or from runtime spans outside any tapped run: at most
+  `FOLLOWED_KEPT`, each forgotten after `FOLLOWED_IDLE_S` seconds without a new span.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Link, SpanContext
+
+from otel_agents._internal.config.settings import RuntimeSpans
+from otel_agents._internal.run.state import Run
+
+NODES_PER_TRAIL: Final = 1024
+"""Placement entries kept per run or followed trace (least recently used dropped first)."""
+ENDED_RUNS_KEPT: Final = 8
+ENDED_KEPT_S: Final = 30.0
+FOLLOWED_KEPT: Final = 64
+FOLLOWED_IDLE_S: Final = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """Where the spans caused by one registered span go."""
+
+    trail: Trail
+    anchor: SpanContext
+    """The agent turn or workflow the span belongs to: runtime spans it causes go under it."""
+    workflow: SpanContext
+    """The run span, or the span of the nested team, the span belongs to."""
+    is_runtime: bool
+    agent: str | None = None
+    """The agent whose turn this span is in, if any."""
+
+    @property
+    def run(self) -> Run:
+        return self.trail.run
+
+
+class Trail:
+    """The registry's entries for one run or followed trace."""
+
+    __slots__ = ("last_used", "nodes", "pinned", "run", "trace_id", "under_anchor")
+
+    def __init__(self, run: Run, trace_id: int) -> None:
+        self.run = run
+        self.trace_id = trace_id
+        self.nodes: OrderedDict[int, Node] = OrderedDict()
+        """Span id -> node, least recently used first, at most `NODES_PER_TRAIL`."""
+        self.pinned: dict[int, Node] = {}
+        """Workflow spans: never dropped while the run is active."""
+        self.under_anchor: dict[int, tuple[Context, Node]] = {}
+        """Per anchor span id: the parent context and node of the runtime spans placed under it."""
+        self.last_used = time.monotonic()
+
+    def span_ids(self) -> list[int]:
+        return [*self.nodes, *self.pinned]
+
+
+class Registry:
+    """Span id -> Node for the spans of active runs and followed traces (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[int, Node] = {}
+        self._by_trace: dict[int, Trail] = {}
+        self._followed: dict[int, Trail] = {}
+        self._ended: deque[tuple[float, frozenset[int]]] = deque()
+        self._ended_ids: set[int] = set()
+        self._lock = threading.RLock()
+        self.unplaced = 0
+        """Spans whose cause's entry had been dropped: placed under their sender, outside run totals."""
+
+    # --- runs ----------------------------------------------------------------------------------
+
+    def open(self, run: Run, workflow: SpanContext) -> Trail:
+        """Start keeping the spans of `run`, whose run span is `workflow`."""
+        trail = Trail(run, workflow.trace_id)
+        with self._lock:
+            self._by_trace[workflow.trace_id] = trail
+        self.add_workflow(trail, workflow)
+        return trail
+
+    def add_workflow(self, trail: Trail, span_context: SpanContext) -> Node:
+        """Register a workflow span (a run, or a nested team): its own anchor and workflow."""
+        node = Node(trail, span_context, span_context, is_runtime=False)
+        if span_context.is_valid:
+            trail.pinned[span_context.span_id] = node
+            self._nodes[span_context.span_id] = node
+        return node
+
+    def add(self, span_context: SpanContext, node: Node) -> None:
+        if not span_context.is_valid:
+            return
+        span_id = span_context.span_id
+        trail = node.trail
+        nodes = trail.nodes
+        nodes[span_id] = node
+        self._nodes[span_id] = node
+        if len(nodes) > NODES_PER_TRAIL:
+            with self._lock:
+                while len(nodes) > NODES_PER_TRAIL:
+                    dropped, _ = nodes.popitem(last=False)
+                    self._nodes.pop(dropped, None)
+                    trail.under_anchor.pop(dropped, None)
+
+    def end(self, trail: Trail) -> None:
+        """Forget the run's spans, remembering their ids for a while: late spans they cause are dropped."""
+        trail.run.ended = True
+        now = time.monotonic()
+        with self._lock:
+            ids = frozenset(trail.span_ids())
+            for span_id in ids:
+                self._nodes.pop(span_id, None)
+            trail.nodes.clear()
+            trail.pinned.clear()
+            trail.under_anchor.clear()
+            if self._by_trace.get(trail.trace_id) is trail:
+                del self._by_trace[trail.trace_id]
+            self._ended.append((now, ids))
+            self._ended_ids.update(ids)
+            self._forget_ended(now)
+
+    def _forget_ended(self, now: float) -> None:
+        ended = self._ended
+        while ended and (len(ended) > ENDED_RUNS_KEPT or now - ended[0][0] > ENDED_KEPT_S):
+            self._ended_ids.difference_update(ended.popleft()[1])
+
+    # --- lookups -------------------------------------------------------------------------------
+
+    def lookup(self, span_context: SpanContext | None) -> Node | None:
+        # Only valid span contexts are added, so an invalid one (span id 0) finds nothing.
+        if span_context is None:
+            return None
+        span_id = span_context.span_id
+        node = self._nodes.get(span_id)
+        if node is not None:
+            try:
+                node.trail.nodes.move_to_end(span_id)  # used: dropped last
+            except KeyError:  # a workflow span: pinned
+                pass
+        return node
+
+    def lookup_links(self, links: Sequence[Link] | None) -> Node | None:
+        if links:
+            for link in links:
+                node = self.lookup(link.context)
+                if node is not None:
+                    return node
+        return None
+
+    def is_run_trace(self, trace_id: int) -> bool:
+        """Whether an active local run is in this trace."""
+        return trace_id in self._by_trace
+
+    def of_ended_run(self, span_context: SpanContext | None, links: Sequence[Link] | None) -> SpanContext | None:
+        """The parent or linked span that belongs to a recently ended run, if any."""
+        ended = self._ended_ids
+        if not ended:
+            return None
+        if self._ended and time.monotonic() - self._ended[0][0] > ENDED_KEPT_S:
+            with self._lock:
+                self._forget_ended(time.monotonic())
+        if span_context is not None and span_context.is_valid and span_context.span_id in ended:
+            return span_context
+        for link in links or ():
+            if link.context.span_id in ended:
+                return link.context
+        return None
+
+    def followed(self, trace_id: int, provider: trace.TracerProvider, runtime_spans: RuntimeSpans) -> Trail:
+        """The trail that stands for a trace started elsewhere (another process, or outside any run)."""
+        now = time.monotonic()
+        with self._lock:
+            trail = self._followed.pop(trace_id, None)
+            if trail is None:
+                trail = Trail(Run(provider=provider, runtime_spans=runtime_spans, workflow="remote"), trace_id)
+            trail.last_used = now
+            self._followed[trace_id] = trail  # most recent last
+            followed = self._followed
+            while followed:
+                oldest = next(iter(followed.values()))
+                if len(followed) <= FOLLOWED_KEPT and now - oldest.last_used <= FOLLOWED_IDLE_S:
+                    break
+                del followed[oldest.trace_id]
+                for span_id in oldest.span_ids():
+                    self._nodes.pop(span_id, None)
+                oldest.nodes.clear()
+            return trail
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+
+REGISTRY: Final = Registry()
