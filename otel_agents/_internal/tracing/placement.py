@@ -80,13 +80,14 @@ def _stable_name(name: str) -> str:
     return f"{parts[0]} {parts[1]} {destination}" if destination else f"{parts[0]} {parts[1]}"
 
 
-def _remote_sender(parent: SpanContext, links: Sequence[Link] | None) -> SpanContext | None:
-    """The sender a runtime span is linked to, when nothing local is its parent."""
-    if parent.is_valid:
-        return None
+def _sender(parent: SpanContext, links: Sequence[Link] | None) -> SpanContext | None:
+    """The sender a runtime span is linked to, when it is not part of a registered run: a sender
+    in another process or task when nothing local is the span's parent, or a sender in an active
+    run whose entry the registry dropped."""
     for link in links or ():
-        if link.context.is_valid:
-            return link.context
+        context = link.context
+        if context.is_valid and (not parent.is_valid or REGISTRY.is_run_trace(context.trace_id)):
+            return context
     return None
 
 
@@ -191,7 +192,7 @@ class RunAwareTracer(trace.Tracer):
                 if name.startswith(_UNRECORDED_WHEN_NESTED):
                     return NonRecordingSpan(parent if parent.is_valid else trace.INVALID_SPAN_CONTEXT)
                 name, attributes = stable_runtime_span_name(name), without_content(attributes)
-                sender = _remote_sender(parent, links)
+                sender = _sender(parent, links)
                 if sender is not None:
                     # A message from another process (gRPC metadata) or another task, outside any
                     # tapped run, or one whose cause's entry the registry dropped: the span goes

@@ -207,7 +207,22 @@ class Registry:
                 oldest.nodes.clear()
             return trail
 
+    def entries(self, trace_id: int) -> int:
+        """Placement entries kept for a trace (its active run's, else its followed trail's)."""
+        trail = self._by_trace.get(trace_id) or self._followed.get(trace_id)
+        return len(trail.nodes) + len(trail.pinned) if trail is not None else 0
+
+    @property
+    def remembered_ended_spans(self) -> int:
+        """Span ids of recently ended runs still remembered."""
+        return len(self._ended_ids)
+
+    @property
+    def followed_traces(self) -> int:
+        return len(self._followed)
+
     def __len__(self) -> int:
+        """Placement entries kept, all traces together."""
         return len(self._nodes)
 
 

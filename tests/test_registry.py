@@ -1,0 +1,112 @@
+"""The span registry stays small: bounded per trace, forgetting ended runs, followed traces and
+dropped causes without losing the trace."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from autogen_core import MessageContext, RoutedAgent, TopicId, TypeSubscription, message_handler
+from opentelemetry import trace
+
+import otel_agents
+from otel_agents._internal.tracing import registry as registry_module
+from otel_agents._internal.tracing.registry import ENDED_RUNS_KEPT, NODES_PER_TRAIL, REGISTRY
+from tests.conftest import Capture
+from tests.support.spans import one_trace
+from tests.support.teams import writers_room
+
+
+async def drain(stream: Any) -> list[Any]:
+    return [item async for item in stream]
+
+
+@dataclass
+class Volley:
+    count: int
+
+
+class Player(RoutedAgent):
+    """Publishes the ball to the other player's topic until `limit` volleys have been played."""
+
+    def __init__(self, other: str, limit: int, done: asyncio.Event) -> None:
+        super().__init__("plays volleys")
+        self._other, self._limit, self._done = other, limit, done
+
+    @message_handler
+    async def on_volley(self, message: Volley, ctx: MessageContext) -> None:
+        if message.count >= self._limit:
+            self._done.set()
+            return
+        await self.publish_message(Volley(message.count + 1), TopicId(self._other, "match"))
+
+
+async def play(volleys: int) -> None:
+    """A conversation of autogen-core agents only (no AgentChat, no tap), on a traced runtime."""
+    runtime = otel_agents.create_runtime()
+    done = asyncio.Event()
+    await Player.register(runtime, "ping", lambda: Player("to-pong", volleys, done))
+    await Player.register(runtime, "pong", lambda: Player("to-ping", volleys, done))
+    await runtime.add_subscription(TypeSubscription("to-ping", "ping"))
+    await runtime.add_subscription(TypeSubscription("to-pong", "pong"))
+    runtime.start()
+    try:
+        with trace.get_tracer("test").start_as_current_span("match"):
+            await runtime.publish_message(Volley(1), TopicId("to-ping", "match"))
+        await asyncio.wait_for(done.wait(), timeout=120)
+    finally:
+        await runtime.stop_when_idle()
+
+
+async def test_many_runs_leave_nothing_but_a_few_ended_runs_behind(capture: Capture) -> None:
+    before = len(REGISTRY)
+    for _ in range(ENDED_RUNS_KEPT * 3):
+        await drain(otel_agents.tap(writers_room(max_messages=3).run_stream(task="go")))
+        assert len(REGISTRY) == before, "a run's entries are released when it ends"
+    per_run = REGISTRY.remembered_ended_spans / ENDED_RUNS_KEPT
+    assert 0 < per_run < 50, "only the last few runs' span ids are remembered"
+
+
+async def test_ended_runs_are_forgotten_after_a_while(capture: Capture, monkeypatch: pytest.MonkeyPatch) -> None:
+    await drain(otel_agents.tap(writers_room(max_messages=3).run_stream(task="go")))
+    assert REGISTRY.remembered_ended_spans > 0
+    monkeypatch.setattr(registry_module, "ENDED_KEPT_S", 0.0)
+    await drain(otel_agents.tap(writers_room(max_messages=3).run_stream(task="again")))
+    assert REGISTRY.remembered_ended_spans <= 40, "older runs' ids forgotten once their time is up"
+
+
+async def test_a_long_core_only_conversation_keeps_a_bounded_number_of_entries(nested_capture: Capture) -> None:
+    volleys = NODES_PER_TRAIL * 2
+    await play(volleys)
+
+    spans = nested_capture.spans()
+    tree = one_trace(spans)
+    assert tree.root.name == "match"
+    processed = [s for s in spans if s.name.startswith("autogen process ")]
+    assert len(processed) >= volleys, "every message was traced"
+    assert REGISTRY.entries(tree.root.context.trace_id) <= NODES_PER_TRAIL
+    assert len(REGISTRY) <= NODES_PER_TRAIL + 10, "nothing else of the conversation is kept"
+
+
+async def test_a_span_whose_cause_was_dropped_stays_in_the_trace_under_its_sender(
+    nested_capture: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(registry_module, "NODES_PER_TRAIL", 1)  # every cause but the newest is dropped
+    unplaced = REGISTRY.unplaced
+    await drain(otel_agents.tap(writers_room(max_messages=6).run_stream(task="go")))
+
+    tree = one_trace(nested_capture.spans())
+    assert tree.root.name == "invoke_workflow writers-room"
+    assert REGISTRY.unplaced > unplaced, "placed under their sender, and counted"
+    assert tree.root.attributes["gen_ai.usage.input_tokens"] > 0
+
+
+def test_traces_followed_from_elsewhere_are_forgotten_when_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    provider = trace.NoOpTracerProvider()
+    first = REGISTRY.followed(0xA1, provider, "nested")
+    assert REGISTRY.followed(0xA1, provider, "nested") is first, "followed while active"
+    monkeypatch.setattr(registry_module, "FOLLOWED_IDLE_S", 0.0)
+    REGISTRY.followed(0xA2, provider, "nested")
+    assert REGISTRY.followed_traces == 1, "the idle trace was forgotten when a new one arrived"
