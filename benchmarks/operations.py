@@ -156,7 +156,7 @@ def _measure(runtime_spans: str, repeat: int) -> dict[str, dict[str, Any]]:
         builtin.add_span_processor(BatchSpanProcessor(CountingExporter()))
         builtin_tracer = builtin.get_tracer("autogen SingleThreadedAgentRuntime")
         paired = _time_side_by_side({"ours": runtime_span, "builtin": lambda: runtime_span(builtin_tracer)}, repeat)
-        results["AutoGen runtime span, recorded (nested)"] = {"us": paired["ours"], "when": "about 10 a message"}
+        results["AutoGen runtime span, nested"] = {"us": paired["ours"], "when": "about 10 a message"}
         results["the same span as AutoGen's built-in tracing records it, for scale"] = {
             "us": paired["builtin"],
             "when": "- (timed alternately with the line above)",

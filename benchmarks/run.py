@@ -82,6 +82,84 @@ def _memory_worker(traced: bool, messages: int, connection: Connection) -> None:
     connection.send(peak)
 
 
+def _rss_mib() -> float:
+    """This process's resident memory, MiB (Linux)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _many_runs_worker(mode: str, checkpoints: list[int], connection: Connection) -> None:
+    """Resident memory after so many 5-message runs in one process, as a service runs them."""
+    import gc
+
+    _quiet()
+    state = set_up(mode)
+    from benchmarks.workloads import build
+
+    async def run() -> dict[int, float]:
+        marks: dict[int, float] = {}
+        done = 0
+        for checkpoint in checkpoints:
+            while done < checkpoint:
+                async for _ in state.tap(build("replay-5", None).run_stream(task="go")):
+                    pass
+                done += 1
+            state.flush()
+            gc.collect()
+            marks[checkpoint] = _rss_mib()
+        return marks
+
+    connection.send(asyncio.run(run()))
+
+
+def _conversation_worker(volleys: int, connection: Connection) -> None:
+    """Traced memory (tracemalloc) a core-only conversation leaves behind, runtime spans nested:
+    measured after its spans are exported (the batch queue, bounded on its own, is empty then)."""
+    import gc
+    import tracemalloc
+
+    _quiet()
+    state = set_up("otel-agents-nested")
+    from tests.support.volleys import play
+
+    tracemalloc.start()
+    asyncio.run(play(volleys))
+    state.flush()
+    gc.collect()
+    kept, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    connection.send({"kept": kept / 2**20, "peak": peak / 2**20})
+
+
+def _in_workers(target: Any, argument_lists: list[tuple[Any, ...]]) -> list[Any]:
+    """Run `target(*arguments, connection)` in a process each, side by side; their results in order."""
+    context = multiprocessing.get_context("spawn")
+    started = []
+    for arguments in argument_lists:
+        parent, child = context.Pipe()
+        process = context.Process(target=target, args=(*arguments, child), daemon=True)
+        process.start()
+        started.append((parent, process))
+    results = [parent.recv() for parent, _ in started]
+    for _, process in started:
+        process.join(timeout=60)
+    return results
+
+
+def many_runs(checkpoints: list[int]) -> dict[str, dict[int, float]]:
+    """RSS (MiB) at each checkpoint, untraced and through the tap, measured side by side."""
+    untraced, traced = _in_workers(_many_runs_worker, [("untraced", checkpoints), ("otel-agents", checkpoints)])
+    return {"untraced": untraced, "otel-agents": traced}
+
+
+def conversation(volleys: list[int]) -> dict[int, dict[str, float]]:
+    """Traced MiB kept after, and at the peak of, a core-only conversation of each length (nested)."""
+    return dict(zip(volleys, _in_workers(_conversation_worker, [(v,) for v in volleys]), strict=True))
+
+
 class Workers:
     def __init__(self, modes: list[str], endpoint: str | None = None) -> None:
         context = multiprocessing.get_context("spawn")
@@ -253,6 +331,12 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(results["operations"], indent=1))
     results["memory"] = memory(messages)
     print(f"\nmemory of a {messages}-message run: {json.dumps(results['memory'])}")
+    checkpoints = [20, 60] if args.quick else [2000, 6000]
+    results["many_runs"] = many_runs([0, *checkpoints])
+    print(f"\nresident MiB after so many runs: {json.dumps(results['many_runs'])}")
+    volleys = [1000, 4000] if args.quick else [10_000, 40_000]
+    results["conversation"] = conversation(volleys)
+    print(f"\nMiB of a core-only conversation (nested): {json.dumps(results['conversation'])}")
     results["phoenix"] = phoenix_overhead(rounds_of("replay-5", rounds))
     print(f"\nOTLP to Phoenix: {results['phoenix']}")
 
@@ -275,6 +359,22 @@ def main(argv: list[str] | None = None) -> int:
         f"## Memory of a {messages:,}-message run (tracemalloc peak)",
         "",
         f"untraced {mem['untraced']:.1f} MB, through the tap {mem['tap']:.1f} MB: **{mem['added_mb']:.1f} MB added**.",
+        "",
+        f"## Memory of many runs in one process (resident MiB, 5-message runs, {checkpoints[-1]:,} a mode)",
+        "",
+        "| mode | at start | " + " | ".join(f"after {c:,} runs" for c in checkpoints) + " |",
+        "|---|---:|" + "---:|" * len(checkpoints),
+        *(
+            f"| {mode} | {marks[0]:.1f} | " + " | ".join(f"{marks[c]:.1f}" for c in checkpoints) + " |"
+            for mode, marks in results["many_runs"].items()
+        ),
+        "",
+        "## Memory of a core-only conversation in one trace (runtime spans nested, tracemalloc)",
+        "",
+        " · ".join(
+            f"{v:,} messages: {mib['kept']:.1f} MiB kept after it, {mib['peak']:.1f} MiB at the peak"
+            for v, mib in results["conversation"].items()
+        ),
         "",
         "## otel-agents exporting over OTLP/HTTP to a local Phoenix (replay-5)",
         "",
@@ -315,6 +415,14 @@ def targets(results: dict[str, Any]) -> list[str]:
     row("runtime spans nested: no worse than AutoGen's built-in tracing (5-message run)", nested, builtin)
     row("OpenAI-client run: 1.05x or less", results["openai-tool"]["otel-agents"]["ratio"], 1.05)
     row("10,000-message run: under 10 MB added by the tap", results["memory"]["added_mb"], 10.0, " MB")
+    untraced, traced = results["many_runs"]["untraced"], results["many_runs"]["otel-agents"]
+    counted = sorted(c for c in traced if c)
+    first, last = counted[0], counted[-1]
+    row(f"many runs: under 1 MiB more at run {last:,} than at run {first:,}", traced[last] - traced[first], 1.0, " MiB")
+    row(f"many runs: within 10 MiB of untraced at run {last:,}", traced[last] - untraced[last], 10.0, " MiB")
+    short, long = sorted(results["conversation"])
+    growth = results["conversation"][long]["kept"] - results["conversation"][short]["kept"]
+    row(f"core-only conversation (nested): {long:,} messages under 3 MiB over {short:,}", growth, 3.0, " MiB")
     phoenix = results["phoenix"]
     row(
         "with OTLP export to Phoenix: 1.3x or less",
@@ -332,23 +440,22 @@ NOTES = """## Notes
 - With runtime spans off, AutoGen still calls the tracer for each of its runtime spans (about ten a
   message) and builds their attributes; otel-agents makes the run's (or nested team's) span
   current for the block, or leaves it current, and AutoGen's parsing of each envelope's trace
-  context is remembered (`otel_agents/_private_patches.py`).
-- Runtime spans nested records every messaging span AutoGen's built-in tracing records, plus
-  otel-agents' own spans (run, messages, model calls). It can still cost less because every span
-  of a run that has a parent is recorded straight into the SDK tracer's pipeline
-  (`otel_agents/_recorded_spans.py`): the tracer's sampler, ids, limits and span processors, and
-  the same `ReadableSpan` at the end, without the SDK span's per-span bookkeeping (each attribute
-  value checked and copied into a locked bounded mapping, each link rebuilt). Compare "AutoGen
-  runtime span, recorded" with the same span through AutoGen's built-in path below.
+  context is remembered (`otel_agents/_internal/autogen/private.py`).
+- Every span goes through the SDK tracer's own `start_span`. Runtime spans nested records the
+  messaging spans AutoGen's built-in tracing records that say something (`send`, `publish`,
+  `process`; not `create` or `ack`), plus otel-agents' own spans (run, messages, model calls).
 - Profiling (cProfile over a few hundred runs of each mode, and timers around otel-agents' own
   functions inside real runs) found what otel-agents no longer does: make a log record of every
   AutoGen event to read the model-call events among them (it reads the event objects now);
   let AutoGen parse the same envelope trace context again for every runtime span; start each
   dropped runtime span through generator-based context managers and a made-up span id that had
   to be attached; measure metrics that nothing reads; draw run ids from `os.urandom`; ask the
-  SDK for a tracer on every run; start each span of a run through the SDK's `Tracer.start_span`
-  (about 50 to 70 µs a span here, against about 15 to 25 through the recorder). What remains is
-  mostly the spans' and, when exported, the measurements' own cost.
+  SDK for a tracer on every run. What remains is mostly the spans' and, when exported, the
+  measurements' own cost.
+- Memory of many runs is the process's resident size after so many runs (side by side, one
+  process a mode). Of a core-only conversation (two autogen-core agents publishing to each other),
+  what tracemalloc still counts once its spans are exported, and its peak; the peak includes the
+  batch queue, bounded at 2048 spans on its own, which fills when the export thread falls behind.
 - "What costs what" times each operation of otel-agents on its own, many times over, so its
   numbers are steadier than differences between whole runs; "how often" says how many of each a
   run makes.

@@ -3,12 +3,9 @@ dropped causes without losing the trace."""
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from autogen_core import MessageContext, RoutedAgent, TopicId, TypeSubscription, message_handler
 from opentelemetry import trace
 
 import otel_agents
@@ -17,47 +14,11 @@ from otel_agents._internal.tracing.registry import ENDED_RUNS_KEPT, NODES_PER_TR
 from tests.conftest import Capture
 from tests.support.spans import one_trace
 from tests.support.teams import writers_room
+from tests.support.volleys import play
 
 
 async def drain(stream: Any) -> list[Any]:
     return [item async for item in stream]
-
-
-@dataclass
-class Volley:
-    count: int
-
-
-class Player(RoutedAgent):
-    """Publishes the ball to the other player's topic until `limit` volleys have been played."""
-
-    def __init__(self, other: str, limit: int, done: asyncio.Event) -> None:
-        super().__init__("plays volleys")
-        self._other, self._limit, self._done = other, limit, done
-
-    @message_handler
-    async def on_volley(self, message: Volley, ctx: MessageContext) -> None:
-        if message.count >= self._limit:
-            self._done.set()
-            return
-        await self.publish_message(Volley(message.count + 1), TopicId(self._other, "match"))
-
-
-async def play(volleys: int) -> None:
-    """A conversation of autogen-core agents only (no AgentChat, no tap), on a traced runtime."""
-    runtime = otel_agents.create_runtime()
-    done = asyncio.Event()
-    await Player.register(runtime, "ping", lambda: Player("to-pong", volleys, done))
-    await Player.register(runtime, "pong", lambda: Player("to-ping", volleys, done))
-    await runtime.add_subscription(TypeSubscription("to-ping", "ping"))
-    await runtime.add_subscription(TypeSubscription("to-pong", "pong"))
-    runtime.start()
-    try:
-        with trace.get_tracer("test").start_as_current_span("match"):
-            await runtime.publish_message(Volley(1), TopicId("to-ping", "match"))
-        await asyncio.wait_for(done.wait(), timeout=120)
-    finally:
-        await runtime.stop_when_idle()
 
 
 async def test_many_runs_leave_nothing_but_a_few_ended_runs_behind(capture: Capture) -> None:

@@ -21,26 +21,28 @@ without it, only slower or, for gRPC publishes, in more traces.
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 from opentelemetry import propagate
 from opentelemetry.trace import Link
 
+from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen.wrapping import MARK, mark
 
 _CONTEXT_KEYS: Final = ("traceparent", "tracestate")
-_LINKS_KEPT: Final = 4096
+_LINKS_KEPT: Final = 512
 """Distinct (traceparent, tracestate) values remembered; the memory is forgotten whole when full."""
 
 
 def install_grpc() -> None:
     from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime
 
-    original = GrpcWorkerAgentRuntime.__dict__.get("_send_message")
+    original = GrpcWorkerAgentRuntime.__dict__.get(ag.GRPC_SEND_MESSAGE)
     if original is None or getattr(original, MARK, False):
         return
-    GrpcWorkerAgentRuntime._send_message = mark(_wrap_send_message(original))  # type: ignore[method-assign]
+    setattr(GrpcWorkerAgentRuntime, ag.GRPC_SEND_MESSAGE, mark(_wrap_send_message(original)))
 
 
 def _wrap_send_message(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
@@ -63,13 +65,13 @@ def _wrap_send_message(original: Callable[..., Awaitable[None]]) -> Callable[...
 
 def install_link_cache() -> None:
     try:
-        from autogen_core._telemetry import _tracing
+        _tracing = importlib.import_module(ag.TELEMETRY_LINKS_MODULE)
     except ImportError:
         return
-    original = getattr(_tracing, "get_telemetry_links", None)
+    original = getattr(_tracing, ag.TELEMETRY_LINKS_FUNCTION, None)
     if original is None or getattr(original, MARK, False):
         return
-    setattr(_tracing, "get_telemetry_links", mark(_remember_links(original)))  # noqa: B010 (not exported)
+    setattr(_tracing, ag.TELEMETRY_LINKS_FUNCTION, mark(_remember_links(original)))
 
 
 def _remember_links(original: Callable[[Any], Sequence[Link] | None]) -> Callable[[Any], Sequence[Link] | None]:

@@ -13,27 +13,32 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.trace import Span
 
 from otel_agents._internal import keys as sc
+from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen.wrapping import wrap_subclasses
+from otel_agents._internal.genai.content import ContentPolicy
 
 logger = logging.getLogger(__name__)
 
 
-def _tool_span() -> Any:
+def _tool_span() -> Span | None:
+    """AutoGen's `execute_tool` span, when it is the current span and recording."""
     span = trace.get_current_span()
     name = getattr(span, "name", "")
-    return span if span.is_recording() and isinstance(name, str) and name.startswith("execute_tool") else None
+    is_tool_span = isinstance(name, str) and name.startswith(ag.EXECUTE_TOOL_SPAN_PREFIX)
+    return span if is_tool_span and span.is_recording() else None
 
 
-def _policy() -> Any:
-    from otel_agents._internal.telemetry import current
+def _policy() -> ContentPolicy | None:
+    from otel_agents._internal.telemetry import current  # the pipeline imports the patches: not at import time
 
     telemetry = current(None)
     return None if telemetry.disabled or not telemetry.settings.content.enabled else telemetry.settings.content
 
 
-def _record(span: Any, policy: Any, key: str, value: Callable[[], str]) -> None:
+def _record(span: Span, policy: ContentPolicy, key: str, value: Callable[[], str]) -> None:
     try:
         policy.record(span, {key: value()}, "gen_ai.execute_tool.details")
     except Exception:
@@ -46,11 +51,11 @@ def _wrap_run(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitabl
         span, policy = _tool_span(), None
         if span is not None:
             policy = _policy()
-        if policy is not None:
+        if span is not None and policy is not None:
             dump = getattr(args, "model_dump", None)
             _record(span, policy, sc.GEN_AI_TOOL_CALL_ARGUMENTS, lambda: policy.json(dump() if dump else args))
         result = await original(self, args, *rest, **kwargs)
-        if policy is not None:
+        if span is not None and policy is not None:
             as_string = getattr(self, "return_value_as_string", str)
             _record(span, policy, sc.GEN_AI_TOOL_CALL_RESULT, lambda: policy.text(as_string(result)))
         return result

@@ -14,6 +14,8 @@ from typing import Any, Final, Literal
 
 from opentelemetry.trace import Span
 
+from otel_agents._internal.autogen import conventions as ag
+
 logger = logging.getLogger(__name__)
 
 ContentMode = Literal["NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT"]
@@ -132,27 +134,20 @@ def _part_for(content: Any) -> list[dict[str, Any]]:
     for item in content if isinstance(content, list) else [content]:
         if isinstance(item, str):
             parts.append({"type": "text", "content": item})
-        elif type(item).__name__ == "FunctionCall":
+        elif type(item).__name__ == ag.FUNCTION_CALL_CLASS:
             parts.append({"type": "tool_call", "id": item.id, "name": item.name, "arguments": item.arguments})
-        elif type(item).__name__ == "FunctionExecutionResult":
+        elif type(item).__name__ == ag.FUNCTION_EXECUTION_RESULT_CLASS:
             parts.append({"type": "tool_call_response", "id": item.call_id, "response": item.content})
         else:
             parts.append({"type": type(item).__name__.lower()})  # an image or other non-text part: no bytes
     return parts
 
 
-_ROLES: Final[Mapping[str, str]] = {
-    "SystemMessage": "system",
-    "UserMessage": "user",
-    "AssistantMessage": "assistant",
-    "FunctionExecutionResultMessage": "tool",
-}
-
-
 def input_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
     """`LLMMessage`s as `gen_ai.input.messages` entries: role and parts."""
     return [
-        {"role": _ROLES.get(type(m).__name__, "user"), "parts": _part_for(getattr(m, "content", ""))} for m in messages
+        {"role": ag.LLM_MESSAGE_ROLES.get(type(m).__name__, "user"), "parts": _part_for(getattr(m, "content", ""))}
+        for m in messages
     ]
 
 

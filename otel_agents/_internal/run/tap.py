@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import context as otel_context
 
+from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen import patches as _patches
 from otel_agents._internal.genai.loops import LoopRules
 from otel_agents._internal.run.follow import follow
@@ -29,7 +30,7 @@ def _workflow_name(team: object | None, stream: object) -> str:
     owner = team
     if owner is None:  # an un-started `team.run_stream(...)` generator knows its `self`
         frame = getattr(stream, "ag_frame", None)
-        owner = frame.f_locals.get("self") if frame is not None else None
+        owner = frame.f_locals.get(ag.STREAM_FRAME_SELF) if frame is not None else None
     name = getattr(owner, "name", None)
     return name if isinstance(name, str) and name else UNKNOWN_WORKFLOW
 

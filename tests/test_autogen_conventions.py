@@ -1,0 +1,243 @@
+"""Every AutoGen convention otel-agents relies on (otel_agents/_internal/autogen/conventions.py),
+checked against the installed AutoGen: a release that changes one fails here, not in users' traces."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import typing
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.messages import HandoffMessage, TextMessage
+from autogen_core import CancellationToken, SingleThreadedAgentRuntime
+from autogen_core.models import RequestUsage
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_agents._internal.autogen import conventions as ag
+from otel_agents._internal.run.stop import stop_kind_of
+from tests.support.teams import replay, text, writers_room
+
+CHECKS: dict[str, Callable[..., Any]] = {}
+
+
+def pins(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Mark a test as the one that pins these conventions."""
+
+    def register(test: Callable[..., Any]) -> Callable[..., Any]:
+        for name in names:
+            CHECKS[name] = test
+        return test
+
+    return register
+
+
+async def builtin_spans() -> tuple[list[str], list[ReadableSpan]]:
+    """A run with AutoGen's own tracing on a plain SDK provider: tracer names asked for, spans made."""
+    exporter = InMemorySpanExporter()
+
+    names: list[str] = []
+
+    class Recording(TracerProvider):
+        def get_tracer(self, name: str, *args: Any, **kwargs: Any) -> Any:
+            names.append(name)
+            return super().get_tracer(name, *args, **kwargs)
+
+    provider = Recording()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    runtime = SingleThreadedAgentRuntime(tracer_provider=provider)
+    runtime.start()
+    await writers_room(max_messages=3, runtime=runtime).run(task="go")
+    await runtime.stop_when_idle()
+    return names, list(exporter.get_finished_spans())
+
+
+@pins(
+    "RUNTIME_TRACER_PREFIX",
+    "RUNTIME_SPAN_NAME",
+    "RUNTIME_OPERATIONS_DROPPED_WHEN_NESTED",
+    "RUNTIME_SPAN_UUID",
+    "RUNTIME_SPAN_DESTINATION_KEY",
+    "RUNTIME_CONTENT_ATTRIBUTES",
+)
+async def test_the_runtimes_own_spans() -> None:
+    names, spans = await builtin_spans()
+    assert any(n.startswith(ag.RUNTIME_TRACER_PREFIX) for n in names)
+    runtime_spans = [s for s in spans if s.instrumentation_scope and s.instrumentation_scope.name in names]
+    assert runtime_spans
+    operations = set()
+    for span in runtime_spans:
+        match = ag.RUNTIME_SPAN_NAME.match(span.name)
+        assert match, span.name
+        operations.add(match.group(1))
+    assert {"send", "publish", "process"} <= operations
+    assert ag.RUNTIME_OPERATIONS_DROPPED_WHEN_NESTED <= operations | {"create"}, "names AutoGen really uses"
+    with_uuid = [s.name for s in runtime_spans if ag.RUNTIME_SPAN_UUID.search(s.name)]
+    assert with_uuid, "team-scoped destinations carry a UUID"
+    assert any(ag.RUNTIME_SPAN_DESTINATION_KEY.search(s.name) for s in runtime_spans)
+    process = [s for s in runtime_spans if s.name.startswith("autogen process ")]
+    assert all(ag.RUNTIME_CONTENT_ATTRIBUTES <= set(s.attributes or {}) for s in process)
+
+
+@pins("OPERATION_INVOKE_AGENT", "OPERATION_CREATE_AGENT", "EXECUTE_TOOL_SPAN_PREFIX", "GENAI_TRACER_MODULE")
+def test_agentchats_genai_spans() -> None:
+    genai = importlib.import_module(ag.GENAI_TRACER_MODULE)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    with genai.trace_invoke_agent_span("writer", tracer=tracer), genai.trace_tool_span("search", tracer=tracer):
+        pass
+    with genai.trace_create_agent_span("writer", tracer=tracer):
+        pass
+    by_name = {s.name: s for s in exporter.get_finished_spans()}
+    assert by_name["invoke_agent writer"].attributes["gen_ai.operation.name"] == ag.OPERATION_INVOKE_AGENT
+    assert by_name["create_agent writer"].attributes["gen_ai.operation.name"] == ag.OPERATION_CREATE_AGENT
+    assert f"{ag.EXECUTE_TOOL_SPAN_PREFIX} search" in by_name
+    assert "trace.get_tracer(" in inspect.getsource(genai), "without a tracer given: the global provider's"
+
+
+@pins("TELEMETRY_LINKS_MODULE", "TELEMETRY_LINKS_FUNCTION")
+def test_the_envelope_links_function() -> None:
+    module = importlib.import_module(ag.TELEMETRY_LINKS_MODULE)
+    assert callable(getattr(module, ag.TELEMETRY_LINKS_FUNCTION))
+    assert f"{ag.TELEMETRY_LINKS_FUNCTION}(parent)" in inspect.getsource(module), "looked up at each span"
+
+
+@pins("GRPC_SEND_MESSAGE")
+def test_the_grpc_runtimes_send_message() -> None:
+    grpc = pytest.importorskip("autogen_ext.runtimes.grpc")
+    method = grpc.GrpcWorkerAgentRuntime.__dict__[ag.GRPC_SEND_MESSAGE]
+    assert list(inspect.signature(method).parameters) == [
+        "self",
+        "runtime_message",
+        "send_type",
+        "recipient",
+        "telemetry_metadata",
+    ]
+
+
+@pins("STOP_REASONS", "StopKindOfReason")
+async def test_every_stop_message_maps_to_its_kind() -> None:
+    from autogen_agentchat.conditions import (
+        ExternalTermination,
+        HandoffTermination,
+        MaxMessageTermination,
+        TextMentionTermination,
+        TimeoutTermination,
+        TokenUsageTermination,
+    )
+
+    said = TextMessage(
+        source="critic", content="APPROVE", models_usage=RequestUsage(prompt_tokens=5, completion_tokens=5)
+    )
+    external = ExternalTermination()
+    external.set()
+    timeout = TimeoutTermination(0.0)
+    cases = [
+        (MaxMessageTermination(1), [said], "max_messages"),
+        (TextMentionTermination("APPROVE"), [said], "text_mention"),
+        (HandoffTermination("user"), [HandoffMessage(source="critic", target="user", content="over")], "handoff"),
+        (timeout, [said], "timeout"),
+        (TokenUsageTermination(max_total_token=1), [said], "token_budget"),
+        (external, [said], "external"),
+    ]
+    for condition, messages, kind in cases:
+        stop = await condition(messages)
+        assert stop is not None, type(condition).__name__
+        assert stop_kind_of(stop.content) == kind, stop.content
+    result = await writers_room(max_messages=9, max_turns=2).run(task="go")
+    assert stop_kind_of(result.stop_reason) == "max_messages", result.stop_reason
+
+
+@pins(
+    "CREATE_RESULT_CLASS",
+    "FUNCTION_CALL_CLASS",
+    "FUNCTION_EXECUTION_RESULT_CLASS",
+    "LLM_MESSAGE_ROLES",
+    "STREAM_CHUNK_CLASS",
+    "TASK_RESULT_CLASS",
+    "TOOL_CALL_REQUEST_CLASS",
+)
+def test_classes_read_by_name() -> None:
+    import autogen_agentchat.base as base
+    import autogen_agentchat.messages as messages
+    import autogen_core
+    import autogen_core.models as models
+
+    assert models.CreateResult.__name__ == ag.CREATE_RESULT_CLASS
+    assert autogen_core.FunctionCall.__name__ == ag.FUNCTION_CALL_CLASS
+    assert models.FunctionExecutionResult.__name__ == ag.FUNCTION_EXECUTION_RESULT_CLASS
+    union = typing.get_args(models.LLMMessage)[0]  # Annotated[Union[...], Field(...)]
+    assert {t.__name__ for t in typing.get_args(union)} == set(ag.LLM_MESSAGE_ROLES)
+    assert messages.ModelClientStreamingChunkEvent.__name__ == ag.STREAM_CHUNK_CLASS
+    assert base.TaskResult.__name__ == ag.TASK_RESULT_CLASS
+    assert messages.ToolCallRequestEvent.__name__ == ag.TOOL_CALL_REQUEST_CLASS
+
+
+@pins("MODEL_CLIENT_PROVIDERS")
+def test_model_client_classes() -> None:
+    from autogen_core.models import ChatCompletionClient
+
+    found = {}
+    for module in (
+        "autogen_ext.models.openai",
+        "autogen_ext.models.replay",
+        "autogen_ext.models.azure",
+        "autogen_ext.models.anthropic",
+        "autogen_ext.models.ollama",
+        "autogen_ext.models.llama_cpp",
+    ):
+        try:
+            imported = importlib.import_module(module)
+        except ImportError:  # an extra this environment does not have
+            continue
+        for name in ag.MODEL_CLIENT_PROVIDERS:
+            cls = getattr(imported, name, None)
+            if cls is not None:
+                assert issubclass(cls, ChatCompletionClient), name
+                found[name] = cls
+    for name in ("OpenAIChatCompletionClient", "AzureOpenAIChatCompletionClient", "ReplayChatCompletionClient"):
+        assert name in found, f"{name} is where it was"
+    assert "BaseOpenAIChatCompletionClient" in {c.__name__ for c in found["OpenAIChatCompletionClient"].__mro__}
+
+
+@pins("CLIENT_CREATE_ARGS", "CLIENT_RAW_CONFIG")
+def test_the_openai_clients_configuration() -> None:
+    from autogen_ext.models.openai import OpenAIChatCompletionClient
+
+    client = OpenAIChatCompletionClient(model="gpt-4o-mini", api_key="k", base_url="http://127.0.0.1:9")
+    assert getattr(client, ag.CLIENT_CREATE_ARGS)["model"] == "gpt-4o-mini"
+    assert getattr(client, ag.CLIENT_RAW_CONFIG)["model"] == "gpt-4o-mini"
+
+
+@pins("LLM_EVENT_KWARGS")
+def test_llm_events_keep_their_fields() -> None:
+    from autogen_core.logging import LLMCallEvent, LLMStreamEndEvent
+
+    call = LLMCallEvent(messages=[], response={"model": "m"}, prompt_tokens=1, completion_tokens=2)
+    end = LLMStreamEndEvent(response={"model": "m"}, prompt_tokens=1, completion_tokens=2)
+    assert getattr(call, ag.LLM_EVENT_KWARGS)["response"] == {"model": "m"}
+    assert getattr(end, ag.LLM_EVENT_KWARGS)["response"] == {"model": "m"}
+
+
+@pins("STREAM_FRAME_SELF")
+async def test_an_unstarted_run_stream_knows_its_team() -> None:
+    team = writers_room()
+    stream = team.run_stream(task="go")
+    assert stream.ag_frame.f_locals[ag.STREAM_FRAME_SELF] is team  # type: ignore[attr-defined]
+    await stream.aclose()
+    agent = AssistantAgent("solo", model_client=replay(text("hi")))
+    single = agent.run_stream(task="go", cancellation_token=CancellationToken())
+    assert single.ag_frame.f_locals[ag.STREAM_FRAME_SELF] is agent  # type: ignore[attr-defined]
+    await single.aclose()
+
+
+def test_every_convention_is_pinned() -> None:
+    listed = {name for name in vars(ag) if name[0].isupper() and not name.startswith("Final")}
+    listed -= {"Final", "Literal", "Mapping"}
+    assert listed == set(CHECKS), f"not pinned: {sorted(listed - set(CHECKS))}; gone: {sorted(set(CHECKS) - listed)}"
