@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from opentelemetry import metrics, trace
 
 from otel_agents._internal.autogen import patches as _patches
+from otel_agents._internal.config import params
 from otel_agents._internal.config.settings import ConfigError, RuntimeSpans, Settings, resolve_settings
 from otel_agents._internal.genai.loops import LoopLimits, ResolvedLimits
 from otel_agents._internal.genai.metrics import Instruments
@@ -58,7 +59,7 @@ class Telemetry:
             lambda: self._sdk_tracer_provider, lambda: self.settings.runtime_spans
         )
         self._shut_down = False
-        self.loop_limits: ResolvedLimits = LoopLimits().resolved(os.environ)
+        self.loop_limits: ResolvedLimits = LoopLimits().resolved()
         """The thresholds of the loop detector the tap runs."""
         self.prometheus: PrometheusEndpoint | None = None
         """The Prometheus scrape endpoint, when one was asked for (`.host`, `.port`)."""
@@ -208,6 +209,7 @@ def configure(
     global _latest
     if not isinstance(set_global, bool):
         raise ConfigError(f"set_global={set_global!r}: expected True or False")
+    env = params.environment()  # one snapshot of the variables for every setting below
     settings = resolve_settings(
         service_name=service_name,
         runtime_spans=runtime_spans,
@@ -219,17 +221,16 @@ def configure(
         redact=redact,
         prometheus=prometheus,
         span_exporter_given=span_exporter is not None,
+        environ=env,
     )
-    if span_exporter is not None and not callable(getattr(span_exporter, "export", None)):
-        raise ConfigError(f"span_exporter={span_exporter!r}: expected a SpanExporter")
-    if metric_readers is not None and (
-        isinstance(metric_readers, (str, bytes)) or not all(hasattr(r, "collect") for r in metric_readers)
-    ):
-        raise ConfigError(f"metric_readers={metric_readers!r}: expected a list of MetricReader")
+    if span_exporter is not None:
+        params.SPAN_EXPORTER.checked(span_exporter)
+    if metric_readers is not None:
+        params.METRIC_READERS.checked(metric_readers)
     if loop_limits is not None and not isinstance(loop_limits, LoopLimits):
         raise ConfigError(f"loop_limits={loop_limits!r}: expected an otel_agents.LoopLimits")
-    limits = (loop_limits or LoopLimits()).resolved(os.environ)  # validates OTEL_AGENTS_* thresholds
-    price_table = load_prices(prices)
+    limits = (loop_limits or LoopLimits()).resolved(env)  # validates OTEL_AGENTS_* thresholds
+    price_table = load_prices(prices, env)
     telemetry = _build(settings, span_exporter, metric_readers, price_table)
     telemetry.loop_limits = limits
     _patches.install()

@@ -4,12 +4,11 @@ import argparse
 import asyncio
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import NoReturn
 
-from otel_agents._internal.config.settings import ConfigError, default_store_dir
+from otel_agents._internal.config.settings import ConfigError, store_dir
 from otel_agents._version import __version__
 
 EXIT_FAILURE = 1
@@ -54,10 +53,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _store_dir(argument: str | None) -> Path:
-    if argument:
-        return Path(argument).expanduser()
-    from_env = os.environ.get("OTEL_AGENTS_STORE", "").strip()
-    return Path(from_env).expanduser() if from_env else default_store_dir()
+    """`--store`, else OTEL_AGENTS_STORE, else the user data directory's store."""
+    return store_dir(argument)
 
 
 def _runs(args: argparse.Namespace) -> int:
@@ -113,7 +110,7 @@ def _export(args: argparse.Namespace) -> int:
             raise UsageError(str(error)) from None
         spans = store.spans(run.trace_id)
     settings = resolve_settings(endpoint=args.endpoint, protocol=args.protocol, store=False)
-    if settings.traces.endpoint is None and not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+    if settings.traces.endpoint is None:
         raise UsageError("no OTLP endpoint: pass --endpoint URL or set OTEL_EXPORTER_OTLP_ENDPOINT")
     logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)  # one line of ours instead
     exporter = otlp_span_exporter(settings.traces)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Self
 
@@ -38,7 +37,7 @@ class LoopGuard(TerminationCondition, Component[LoopGuardConfig]):
 
     def __init__(self, limits: LoopLimits | None = None) -> None:
         self._limits = limits if limits is not None else LoopLimits()
-        self._rules = LoopRules(self._limits.resolved(os.environ))
+        self._rules = LoopRules(self._limits.resolved())
         self._stopped = False
 
     @property
@@ -58,7 +57,7 @@ class LoopGuard(TerminationCondition, Component[LoopGuardConfig]):
         return None
 
     async def reset(self) -> None:
-        self._rules = LoopRules(self._limits.resolved(os.environ))
+        self._rules = LoopRules(self._limits.resolved())
         self._stopped = False
 
     def _to_config(self) -> LoopGuardConfig:

@@ -1,72 +1,65 @@
 """Settings: argument, then environment variable, then default; bad values raise `ConfigError`.
 
-Every variable of the settings table is validated at `configure()`, also when an argument wins
-over it or the feature it controls is not in use, so a typo is found at start-up, not in production.
-OTLP header values are secrets: errors name the variable and the entry's position, never its text.
+Each setting, its variables, validation and default are rows of the table in `params`; this module
+combines their values into the `Settings` that `configure()` builds its pipeline from. Every
+variable is validated at `configure()`, also when an argument wins over it or the feature it
+controls is not in use, so a typo is found at start-up, not in production. OTLP header values are
+secrets: errors name the variable and the entry's position, never its text.
 """
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Literal
-from urllib.parse import unquote, urlparse
+from typing import Any, Literal
+from urllib.parse import urlparse
 
-from otel_agents._internal.genai.content import CONTENT_MODES, ContentMode, ContentPolicy
-
-RuntimeSpans = Literal["off", "nested"]
-Protocol = Literal["grpc", "http/protobuf"]
-
-OTEL_SERVICE_NAME: Final = "OTEL_SERVICE_NAME"
-OTEL_RESOURCE_ATTRIBUTES: Final = "OTEL_RESOURCE_ATTRIBUTES"
-OTEL_SDK_DISABLED: Final = "OTEL_SDK_DISABLED"
-OTEL_TRACES_EXPORTER: Final = "OTEL_TRACES_EXPORTER"
-OTEL_METRICS_EXPORTER: Final = "OTEL_METRICS_EXPORTER"
-OTEL_TRACES_SAMPLER: Final = "OTEL_TRACES_SAMPLER"
-OTEL_TRACES_SAMPLER_ARG: Final = "OTEL_TRACES_SAMPLER_ARG"
-OTEL_AGENTS_RUNTIME_SPANS: Final = "OTEL_AGENTS_RUNTIME_SPANS"
-OTEL_AGENTS_STORE: Final = "OTEL_AGENTS_STORE"
-OTEL_AGENTS_STORE_MAX_MB: Final = "OTEL_AGENTS_STORE_MAX_MB"
-OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: Final = "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"
-OTEL_AGENTS_CONTENT_MAX_CHARS: Final = "OTEL_AGENTS_CONTENT_MAX_CHARS"
-DEFAULT_CONTENT_MAX_CHARS: Final = 4096
-OTEL_EXPORTER_PROMETHEUS_HOST: Final = "OTEL_EXPORTER_PROMETHEUS_HOST"
-OTEL_EXPORTER_PROMETHEUS_PORT: Final = "OTEL_EXPORTER_PROMETHEUS_PORT"
-DEFAULT_PROMETHEUS: Final = ("127.0.0.1", 9464)
-
-OTLP: Final = "OTEL_EXPORTER_OTLP"
-"""Prefix of the OTLP variables: `{OTLP}_ENDPOINT`, `{OTLP}_TRACES_ENDPOINT`, ..."""
-
-DEFAULT_SERVICE_NAME: Final = "otel-agents"
-DEFAULT_PROTOCOL: Final[Protocol] = "http/protobuf"
-DEFAULT_STORE_MAX_MB: Final = 200.0
-
-_SAMPLERS: Final = frozenset(
-    {
-        "always_on",
-        "always_off",
-        "traceidratio",
-        "parentbased_always_on",
-        "parentbased_always_off",
-        "parentbased_traceidratio",
-    }
+from otel_agents._internal.config.params import (
+    BATCHING,
+    CAPTURE_CONTENT,
+    CONTENT_MAX_CHARS,
+    DATA_HOME,
+    DEFAULT_PROTOCOL,
+    DEFAULT_SERVICE_NAME,
+    DEFAULT_STORE_MAX_MB,
+    METRICS_EXPORTER,
+    OTLP_METRICS,
+    OTLP_TRACES,
+    PROMETHEUS,
+    PROMETHEUS_HOST,
+    PROMETHEUS_PORT,
+    REDACT,
+    RESOURCE_ATTRIBUTES,
+    RUNTIME_SPANS,
+    SDK_DISABLED,
+    SERVICE_NAME,
+    STORE,
+    STORE_MAX_MB,
+    TRACES_EXPORTER,
+    TRACES_SAMPLER,
+    TRACES_SAMPLER_ARG,
+    ConfigError,
+    Otlp,
+    Param,
+    Protocol,
+    RuntimeSpans,
+    environment,
+    parse_headers,
+    variable_text,
 )
-_TRACES_EXPORTERS: Final = ("otlp", "console", "none")
-_METRICS_EXPORTERS: Final = ("otlp", "console", "prometheus", "none")
-_BSP_INTEGERS: Final = (
-    "OTEL_BSP_SCHEDULE_DELAY",
-    "OTEL_BSP_EXPORT_TIMEOUT",
-    "OTEL_BSP_MAX_QUEUE_SIZE",
-    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
-)
+from otel_agents._internal.genai.content import ContentPolicy
 
-
-class ConfigError(ValueError):
-    """A setting has a value otel-agents cannot use; the message names the setting and the value."""
+__all__ = [
+    "ConfigError",
+    "RuntimeSpans",
+    "Settings",
+    "Signal",
+    "default_store_dir",
+    "parse_headers",
+    "resolve_settings",
+    "store_dir",
+]
 
 
 @dataclass(frozen=True)
@@ -97,120 +90,17 @@ class Settings:
     """Where to serve metrics for Prometheus to scrape; None: no endpoint."""
 
 
-def _env(environ: Mapping[str, str], name: str) -> str | None:
-    value = environ.get(name)
-    if value is None or value.strip() == "":
-        return None
-    return value.strip()
-
-
-def _bool(environ: Mapping[str, str], name: str) -> bool | None:
-    value = _env(environ, name)
-    if value is None:
-        return None
-    lowered = value.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    raise ConfigError(f"{name}={value!r}: expected 'true' or 'false'")
-
-
-def _number(environ: Mapping[str, str], name: str, *, integer: bool = False, minimum: float = 0) -> float | None:
-    value = _env(environ, name)
-    if value is None:
-        return None
-    try:
-        number = int(value) if integer else float(value)
-    except ValueError:
-        kind = "a whole number" if integer else "a number"
-        raise ConfigError(f"{name}={value!r}: expected {kind}") from None
-    if number < minimum or number != number:
-        raise ConfigError(f"{name}={value!r}: expected a number of at least {minimum:g}")
-    return number
-
-
-def _runtime_spans(argument: str | None, environ: Mapping[str, str]) -> RuntimeSpans:
-    from_env = _env(environ, OTEL_AGENTS_RUNTIME_SPANS)
-    checked: list[tuple[str, object]] = [(OTEL_AGENTS_RUNTIME_SPANS, from_env or "off")]
+def _service_name(argument: object, environ: Mapping[str, str]) -> str:
+    """The argument, else OTEL_SERVICE_NAME, else `service.name` of OTEL_RESOURCE_ATTRIBUTES, else the default."""
     if argument is not None:
-        checked.append(("runtime_spans", argument))
-    resolved: RuntimeSpans = "off"
-    for source, value in checked:
-        lowered = value.lower() if isinstance(value, str) else value
-        if lowered == "off":
-            resolved = "off"
-        elif lowered == "nested":
-            resolved = "nested"
-        else:
-            raise ConfigError(f"{source}={value!r}: expected 'off' or 'nested'")
-    return resolved
-
-
-def _service_name(argument: str | None, environ: Mapping[str, str]) -> str:
-    if argument is not None:
-        if not isinstance(argument, str) or not argument.strip():
-            raise ConfigError(f"service_name={argument!r}: expected a non-empty string")
-        return argument
-    from_env = _env(environ, OTEL_SERVICE_NAME)
+        return SERVICE_NAME.checked(argument)
+    from_env = SERVICE_NAME.from_environ(environ)
     if from_env is not None:
         return from_env
-    for pair in (_env(environ, OTEL_RESOURCE_ATTRIBUTES) or "").split(","):
-        key, sep, value = pair.partition("=")
-        if sep and key.strip() == "service.name" and value.strip():
-            return value.strip()
+    for key, value in RESOURCE_ATTRIBUTES.from_environ(environ) or ():
+        if key == "service.name" and value:
+            return value
     return DEFAULT_SERVICE_NAME
-
-
-def _resource_attributes(environ: Mapping[str, str]) -> None:
-    value = _env(environ, OTEL_RESOURCE_ATTRIBUTES)
-    for position, pair in enumerate((value or "").split(","), start=1):
-        if pair.strip() and ("=" not in pair or not pair.partition("=")[0].strip()):
-            raise ConfigError(f"{OTEL_RESOURCE_ATTRIBUTES}: entry {position} ({pair.strip()!r}) is not key=value")
-
-
-def _exporters(name: str, allowed: tuple[str, ...], environ: Mapping[str, str]) -> tuple[str, ...] | None:
-    value = _env(environ, name)
-    if value is None:
-        return None
-    names = tuple(part.strip().lower() for part in value.split(",") if part.strip())
-    for exporter in names:
-        if exporter not in allowed:
-            raise ConfigError(f"{name}={value!r}: {exporter!r} is not one of {', '.join(allowed)}")
-    if "none" in names and len(names) > 1:
-        raise ConfigError(f"{name}={value!r}: 'none' cannot be combined with other exporters")
-    return names
-
-
-def _protocol(source: str, value: object) -> Protocol:
-    lowered = value.strip().lower() if isinstance(value, str) else value
-    if lowered == "grpc":
-        return "grpc"
-    if lowered == "http/protobuf":
-        return "http/protobuf"
-    hint = " (the Python SDK has no http/json exporter)" if lowered == "http/json" else ""
-    raise ConfigError(f"{source}={value!r}: expected 'grpc' or 'http/protobuf'{hint}")
-
-
-def parse_headers(source: str, value: str) -> dict[str, str]:
-    """`k1=v1,k2=v2` (values URL-encoded) as the OTLP variables write headers."""
-    headers: dict[str, str] = {}
-    for position, pair in enumerate(value.split(","), start=1):
-        if not pair.strip():
-            continue
-        key, sep, item = pair.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"{source}: entry {position} is not key=value (value not shown: headers are secrets)")
-        headers[unquote(key.strip()).lower()] = unquote(item.strip())
-    return headers
-
-
-def _headers_argument(headers: object) -> dict[str, str] | None:
-    if headers is None:
-        return None
-    if isinstance(headers, str):
-        return parse_headers("headers", headers)
-    if isinstance(headers, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
-        return {k.lower(): v for k, v in headers.items()}
-    raise ConfigError("headers: expected a mapping of str to str or a 'k=v,k2=v2' string (value not shown)")
 
 
 def _url(source: str, value: str, *, grpc: bool) -> str:
@@ -225,53 +115,34 @@ def _url(source: str, value: str, *, grpc: bool) -> str:
 
 
 def _signal(
+    otlp: Otlp,
     signal: Literal["traces", "metrics"],
-    endpoint: str | None,
-    protocol: str | None,
+    endpoint: object,
+    protocol: object,
     headers: dict[str, str] | None,
     environ: Mapping[str, str],
 ) -> Signal:
-    upper = signal.upper()
-    protocol_sources: list[tuple[str, str | None]] = [
-        (f"{OTLP}_PROTOCOL", _env(environ, f"{OTLP}_PROTOCOL")),
-        (f"{OTLP}_{upper}_PROTOCOL", _env(environ, f"{OTLP}_{upper}_PROTOCOL")),
-        ("protocol", protocol),
-    ]
-    resolved_protocol: Protocol = DEFAULT_PROTOCOL
-    for source, value in protocol_sources:
-        if value is not None:
-            resolved_protocol = _protocol(source, value)
+    resolved_protocol = otlp.protocol.value(protocol, environ)
     grpc = resolved_protocol == "grpc"
 
-    generic = _env(environ, f"{OTLP}_ENDPOINT")
-    specific = _env(environ, f"{OTLP}_{upper}_ENDPOINT")
-    for source, value in ((f"{OTLP}_ENDPOINT", generic), (f"{OTLP}_{upper}_ENDPOINT", specific)):
-        if value is not None:
-            _url(source, value, grpc=grpc)
+    for name in otlp.endpoint.variables:  # an endpoint's form depends on the protocol
+        text = variable_text(environ, name)
+        if text is not None:
+            _url(name, text, grpc=grpc)
+    found = otlp.endpoint.lookup(environ)
     resolved: str | None
     if endpoint is not None:
-        if not isinstance(endpoint, str) or not endpoint.strip():
-            raise ConfigError(f"endpoint={endpoint!r}: expected a URL")
-        resolved = _with_path(_url("endpoint", endpoint.strip(), grpc=grpc), signal, grpc)
-    elif specific is not None:
-        resolved = specific
-    elif generic is not None:
-        resolved = _with_path(generic, signal, grpc)
+        resolved = _with_path(_url("endpoint", otlp.endpoint.checked(endpoint), grpc=grpc), signal, grpc)
+    elif found is not None:
+        variable, text = found
+        specific = variable == otlp.endpoint.variables[0]
+        resolved = text if specific else _with_path(text, signal, grpc)
     else:
         resolved = None
 
-    for name in (f"{OTLP}_HEADERS", f"{OTLP}_{upper}_HEADERS"):
-        value = _env(environ, name)
-        if value is not None:
-            parse_headers(name, value)
-    for name in (f"{OTLP}_TIMEOUT", f"{OTLP}_{upper}_TIMEOUT"):
-        _number(environ, name)
-    for name in (f"{OTLP}_INSECURE", f"{OTLP}_{upper}_INSECURE"):
-        _bool(environ, name)
-    for name in (f"{OTLP}_CERTIFICATE", f"{OTLP}_{upper}_CERTIFICATE"):
-        value = _env(environ, name)
-        if value is not None and not Path(value).is_file():
-            raise ConfigError(f"{name}={value!r}: no such file")
+    exporter_reads: tuple[Param[Any], ...] = (otlp.headers, otlp.timeout, otlp.insecure, otlp.certificate)
+    for param in exporter_reads:
+        param.from_environ(environ)  # validated here; the exporter reads them itself
     return Signal(resolved, resolved_protocol, headers)
 
 
@@ -282,86 +153,44 @@ def _with_path(base: str, signal: str, grpc: bool) -> str:
 
 def default_store_dir(environ: Mapping[str, str] | None = None) -> Path:
     """`$XDG_DATA_HOME/otel-agents/store`, else `~/.local/share/otel-agents/store`."""
-    env = os.environ if environ is None else environ
-    base = _env(env, "XDG_DATA_HOME")
-    root = Path(base) if base else Path.home() / ".local" / "share"
+    base = DATA_HOME.from_environ(environment() if environ is None else environ)
+    root = base if base is not None else Path.home() / ".local" / "share"
     return root / "otel-agents" / "store"
+
+
+def store_dir(argument: str | None, environ: Mapping[str, str] | None = None) -> Path:
+    """The directory the CLI reads: `--store`, else OTEL_AGENTS_STORE, else the default."""
+    env = environment() if environ is None else environ
+    chosen = STORE.resolve(argument or None, env)
+    return chosen if isinstance(chosen, Path) else default_store_dir(env)
 
 
 def _store(argument: object, environ: Mapping[str, str]) -> tuple[Path | None, bool]:
     """(directory, explicitly asked for); a None directory: the store is off."""
-    from_env = _env(environ, OTEL_AGENTS_STORE)
-    if argument is False:
-        return None, True
-    if argument is not None and argument is not True:
-        if not isinstance(argument, (str, os.PathLike)) or not str(argument).strip():
-            raise ConfigError(f"store={argument!r}: expected a directory path, or False for no store")
-        return Path(argument).expanduser(), True
-    if from_env is not None:
-        return Path(from_env).expanduser(), True
-    return default_store_dir(environ), argument is True
-
-
-def _content_mode(source: str, value: object) -> ContentMode:
-    if isinstance(value, bool):
-        return "SPAN_ONLY" if value else "NO_CONTENT"
-    if isinstance(value, str):
-        upper = value.strip().upper()
-        if upper == "TRUE":
-            return "SPAN_ONLY"
-        if upper == "FALSE":
-            return "NO_CONTENT"
-        for mode in CONTENT_MODES:
-            if upper == mode:
-                return mode
-    raise ConfigError(f"{source}={value!r}: expected one of {', '.join(CONTENT_MODES)}, true or false")
+    chosen = STORE.resolve(argument, environ)
+    if chosen is None or chosen is True:
+        return default_store_dir(environ), chosen is True
+    if isinstance(chosen, Path):
+        return chosen, True
+    return None, True  # store=False
 
 
 def _content(capture: object, redact: object, environ: Mapping[str, str]) -> ContentPolicy:
-    name = OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
-    from_env = _env(environ, name)
-    mode: ContentMode = _content_mode(name, from_env) if from_env is not None else "NO_CONTENT"
-    if capture is not None:
-        mode = _content_mode("capture_content", capture)
-    if redact is not None and not callable(redact):
-        raise ConfigError(f"redact={redact!r}: expected a function taking a text and returning a text")
-    limits = [
-        _number(environ, limit, integer=True, minimum=1)
-        for limit in (OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT, OTEL_AGENTS_CONTENT_MAX_CHARS)
-    ]
-    max_chars = next((int(limit) for limit in limits if limit is not None), DEFAULT_CONTENT_MAX_CHARS)
-    return ContentPolicy(mode=mode, max_chars=max_chars, redact=redact)
+    mode = CAPTURE_CONTENT.value(capture, environ)
+    function = REDACT.resolve(redact, environ)
+    return ContentPolicy(mode=mode, max_chars=CONTENT_MAX_CHARS.value(None, environ), redact=function)
 
 
 def _prometheus(
     argument: object, metrics_exporters: tuple[str, ...], environ: Mapping[str, str]
 ) -> tuple[str, int] | None:
-    host = _env(environ, OTEL_EXPORTER_PROMETHEUS_HOST)
-    if host is not None and not re.fullmatch(r"[A-Za-z0-9._:\-\[\]]+", host):
-        raise ConfigError(f"{OTEL_EXPORTER_PROMETHEUS_HOST}={host!r}: expected a host name or address")
-    port_value = _number(environ, OTEL_EXPORTER_PROMETHEUS_PORT, integer=True)
-    if port_value is not None and not 0 <= port_value <= 65535:
-        raise ConfigError(
-            f"{OTEL_EXPORTER_PROMETHEUS_PORT}={environ[OTEL_EXPORTER_PROMETHEUS_PORT]!r}: expected a port"
-        )
-    from_env = (host or DEFAULT_PROMETHEUS[0], int(port_value) if port_value is not None else DEFAULT_PROMETHEUS[1])
+    from_env = (PROMETHEUS_HOST.value(None, environ), PROMETHEUS_PORT.value(None, environ))
     if argument is None:
         return from_env if "prometheus" in metrics_exporters else None
-    if argument is False:
-        return None
-    if argument is True:
-        return from_env
-    if (
-        isinstance(argument, tuple)
-        and len(argument) == 2
-        and isinstance(argument[0], str)
-        and argument[0]
-        and isinstance(argument[1], int)
-        and not isinstance(argument[1], bool)
-        and 0 <= argument[1] <= 65535
-    ):
-        return (argument[0], argument[1])
-    raise ConfigError(f"prometheus={argument!r}: expected (host, port), True for the defaults, or False")
+    chosen = PROMETHEUS.checked(argument)
+    if isinstance(chosen, bool):
+        return from_env if chosen else None
+    return chosen
 
 
 def resolve_settings(
@@ -378,43 +207,38 @@ def resolve_settings(
     span_exporter_given: bool = False,
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
-    """Resolve every setting, validating each variable even when an argument wins over it."""
-    env = os.environ if environ is None else environ
-    _resource_attributes(env)
-    disabled = bool(_bool(env, OTEL_SDK_DISABLED))
-    resolved_runtime_spans = _runtime_spans(runtime_spans, env)
-    name = _service_name(service_name, env)
+    """Resolve every setting, validating each variable even when an argument wins over it.
 
-    sampler = _env(env, OTEL_TRACES_SAMPLER)
-    if sampler is not None and sampler.lower() not in _SAMPLERS:
-        raise ConfigError(f"{OTEL_TRACES_SAMPLER}={sampler!r}: expected one of {', '.join(sorted(_SAMPLERS))}")
-    ratio = _number(env, OTEL_TRACES_SAMPLER_ARG)
-    if ratio is not None and ratio > 1:
-        raise ConfigError(f"{OTEL_TRACES_SAMPLER_ARG}={env[OTEL_TRACES_SAMPLER_ARG]!r}: expected a ratio from 0 to 1")
-    for bsp in _BSP_INTEGERS:
-        _number(env, bsp, integer=True, minimum=1 if bsp != "OTEL_BSP_EXPORT_TIMEOUT" else 0)
+    `environ`: the variables to read (default: a snapshot of the process's, `params.environment()`).
+    """
+    env = environment() if environ is None else environ
+    RESOURCE_ATTRIBUTES.from_environ(env)
+    disabled = SDK_DISABLED.value(None, env)
+    resolved_runtime_spans = RUNTIME_SPANS.value(runtime_spans, env)
+    name = _service_name(service_name, env)
+    sdk_only: tuple[Param[Any], ...] = (TRACES_SAMPLER, TRACES_SAMPLER_ARG, *BATCHING)
+    for param in sdk_only:
+        param.from_environ(env)  # validated here; the SDK reads them itself
 
     content = _content(capture_content, redact, env)
-    header_map = _headers_argument(headers)
-    traces = _signal("traces", endpoint, protocol, header_map, env)
-    metrics = _signal("metrics", endpoint, protocol, header_map, env)
+    header_map = OTLP_TRACES.headers.checked(headers) if headers is not None else None
+    traces = _signal(OTLP_TRACES, "traces", endpoint, protocol, header_map, env)
+    metrics = _signal(OTLP_METRICS, "metrics", endpoint, protocol, header_map, env)
 
-    store_dir, store_explicit = _store(store, env)
-    max_mb = _number(env, OTEL_AGENTS_STORE_MAX_MB)
-    if max_mb is not None and max_mb <= 0:
-        raise ConfigError(f"{OTEL_AGENTS_STORE_MAX_MB}={env[OTEL_AGENTS_STORE_MAX_MB]!r}: expected a size above 0")
+    store_at, store_explicit = _store(store, env)
+    max_mb = STORE_MAX_MB.value(None, env)
 
-    traces_env = _exporters(OTEL_TRACES_EXPORTER, _TRACES_EXPORTERS, env)
-    metrics_env = _exporters(OTEL_METRICS_EXPORTER, _METRICS_EXPORTERS, env)
+    traces_env = TRACES_EXPORTER.from_environ(env)
+    metrics_env = METRICS_EXPORTER.from_environ(env)
     traces_exporters: list[str] = []
     if not span_exporter_given:
         chosen = traces_env if traces_env is not None else (("otlp",) if traces.endpoint else ())
         traces_exporters = [e for e in chosen if e != "none"]
     wanted = store_explicit or (not span_exporter_given and not traces_exporters)
-    if store_dir is not None and traces_env != ("none",) and wanted:
+    if store_at is not None and traces_env != ("none",) and wanted:
         traces_exporters.append("store")
     else:
-        store_dir = None
+        store_at = None
     if metrics_env is not None:
         metrics_exporters = tuple(e for e in metrics_env if e != "none")
     else:
@@ -430,8 +254,8 @@ def resolve_settings(
         metrics_exporters=metrics_exporters,
         traces=traces,
         metrics=metrics,
-        store_dir=store_dir,
-        store_max_bytes=int((max_mb if max_mb is not None else DEFAULT_STORE_MAX_MB) * 1024 * 1024),
+        store_dir=store_at,
+        store_max_bytes=int(max_mb * 1024 * 1024),
         content=content,
         prometheus=prometheus_at,
     )

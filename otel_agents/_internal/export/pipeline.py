@@ -13,10 +13,9 @@ Each exporter sits behind a `GuardedExporter` and a `BoundedBatchSpanProcessor`:
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -24,6 +23,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import Status
 
+from otel_agents._internal.config.params import DEFAULT_OTLP_TIMEOUT_S, OTLP_TRACES, ConfigError, environment
 from otel_agents._internal.genai.content import ContentPolicy
 
 logger = logging.getLogger(__name__)
@@ -46,16 +46,15 @@ SHUTDOWN_GRACE_S: Final = 3.0
 """Added to the exporter timeout: how long shutdown may take at most (the contract says + 5 s)."""
 
 
-def exporter_timeout_s() -> float:
-    """The OTLP exporter timeout as the Python SDK reads it (seconds; default 10)."""
-    for name in ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"):
-        value = os.environ.get(name, "").strip()
-        if value:
-            try:
-                return max(0.0, float(value))
-            except ValueError:
-                break
-    return 10.0
+def exporter_timeout_s(environ: Mapping[str, str] | None = None) -> float:
+    """The OTLP traces exporter timeout as the Python SDK reads it (seconds; default 10).
+
+    `environ`: default, a snapshot of the process's (`params.environment()`).
+    """
+    try:
+        return OTLP_TRACES.timeout.value(None, environment() if environ is None else environ)
+    except ConfigError:  # refused at configure() already; a shutdown stays bounded all the same
+        return DEFAULT_OTLP_TIMEOUT_S
 
 
 @dataclass

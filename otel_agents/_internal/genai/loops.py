@@ -16,51 +16,16 @@ Content is hashed in memory to compare it, and never exported: figures name sour
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from otel_agents._internal.config.settings import ConfigError
+from otel_agents._internal.config.params import LOOP_THRESHOLDS, environment
 
-ENV: Final[Mapping[str, str]] = {
-    "max_messages": "OTEL_AGENTS_MAX_MESSAGES",
-    "max_repeats": "OTEL_AGENTS_MAX_REPEATS",
-    "token_budget": "OTEL_AGENTS_TOKEN_BUDGET",
-    "cost_budget_usd": "OTEL_AGENTS_COST_BUDGET_USD",
-    "time_budget_s": "OTEL_AGENTS_TIME_BUDGET_S",
-}
-_INTEGERS: Final = ("max_messages", "max_repeats", "token_budget")
 _DISTINCT_KEPT: Final = 2048
 """Distinct (source, text) pairs the repeat rule remembers per run: bounded memory on long runs."""
-
-
-def _check(name: str, value: object, source: str, raw: str | None = None) -> float | int:
-    shown = repr(raw if raw is not None else value)
-    integer = name in _INTEGERS
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
-        raise ConfigError(f"{source}={shown}: expected {'a whole number' if integer else 'a number'}")
-    if name == "max_repeats":
-        if value < 2:
-            raise ConfigError(f"{source}={shown}: expected at least 2")
-    elif not value > 0:  # also refuses NaN
-        raise ConfigError(f"{source}={shown}: expected a number above 0")
-    return value
-
-
-def _from_env(name: str, environ: Mapping[str, str]) -> float | int | None:
-    variable = ENV[name]
-    raw = (environ.get(variable) or "").strip()
-    if not raw:
-        return None
-    try:
-        value: float | int = int(raw) if name in _INTEGERS else float(raw)
-    except ValueError:
-        kind = "a whole number" if name in _INTEGERS else "a number"
-        raise ConfigError(f"{variable}={raw!r}: expected {kind}") from None
-    return _check(name, value, variable, raw)
 
 
 @dataclass(frozen=True)
@@ -68,6 +33,7 @@ class LoopLimits:
     """Thresholds of the loop rules: each argument, else its `OTEL_AGENTS_*` variable, else off.
 
     `max_repeats` defaults to 3. A bad value raises `ConfigError` naming the argument or variable.
+    The variables, checks and defaults are `params.LOOP_THRESHOLDS`.
     """
 
     max_messages: int | None = None
@@ -77,16 +43,15 @@ class LoopLimits:
     time_budget_s: float | None = None
 
     def __post_init__(self) -> None:
-        self.resolved(os.environ)  # validate arguments and variables now
+        self.resolved()  # validate arguments and variables now
 
-    def resolved(self, environ: Mapping[str, str]) -> ResolvedLimits:
-        values: dict[str, Any] = {}
-        for name in ENV:
-            env_value = _from_env(name, environ)  # validated even when the argument wins
-            argument = getattr(self, name)
-            values[name] = _check(name, argument, name) if argument is not None else env_value
-        if values["max_repeats"] is None:
-            values["max_repeats"] = 3
+    def resolved(self, environ: Mapping[str, str] | None = None) -> ResolvedLimits:
+        """Each threshold: the argument, else its variable, else its default; variables validated even
+        when the argument wins. `environ`: default, a snapshot of the process's (`params.environment()`)."""
+        env = environment() if environ is None else environ
+        values: dict[str, Any] = {
+            name: param.resolve(getattr(self, name), env) for name, param in LOOP_THRESHOLDS.items()
+        }
         return ResolvedLimits(**values)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from otel_agents._internal.config.settings import ConfigError
+from otel_agents._internal.config.params import PRICES, ConfigError, environment
 
 BUILT_IN_DATE: Final = "2025-09-01"
 """When the built-in table was written, from the providers' published list prices."""
@@ -166,20 +166,26 @@ def _read_file(path: Path, source: str) -> Mapping[str, Any]:
     return data
 
 
-def load_prices(argument: object, environ: Mapping[str, str] | None = None) -> PriceTable:
-    """The built-in table merged with `prices` (a path or mapping), else `OTEL_AGENTS_PRICES`."""
-    env = os.environ if environ is None else environ
-    from_env = (env.get("OTEL_AGENTS_PRICES") or "").strip()
-    env_table: Mapping[str, Any] | None = None
-    if from_env:  # validated even when the argument wins
-        env_table = _read_file(Path(from_env), f"OTEL_AGENTS_PRICES={from_env!r}")
-        env_prices = {m: _entry(f"OTEL_AGENTS_PRICES file {from_env!r}", m, v) for m, v in env_table.items()}
-    if argument is None:
-        return PriceTable(env_prices if env_table is not None else None)
+def prices_from_file(variable: str, text: str) -> dict[str, Price]:
+    """The prices of the file a variable names (`params.PRICES` parses `OTEL_AGENTS_PRICES` with it)."""
+    table = _read_file(Path(text), f"{variable}={text!r}")
+    return {m: _entry(f"{variable} file {text!r}", m, v) for m, v in table.items()}
+
+
+def prices_from_argument(source: str, argument: object) -> dict[str, Price]:
+    """The prices of the `prices` argument: a path to a JSON or TOML file, or a mapping."""
     if isinstance(argument, (str, os.PathLike)):
         path = Path(argument)
-        table = _read_file(path, "prices")
-        return PriceTable({m: _entry(f"prices file {str(path)!r}", m, v) for m, v in table.items()})
+        table = _read_file(path, source)
+        return {m: _entry(f"{source} file {str(path)!r}", m, v) for m, v in table.items()}
     if isinstance(argument, Mapping):
-        return PriceTable({m: _entry("prices", m, v) for m, v in argument.items()})
-    raise ConfigError(f"prices={argument!r}: expected a path to a JSON or TOML file, or a mapping")
+        return {m: _entry(source, m, v) for m, v in argument.items()}
+    raise ConfigError(f"{source}={argument!r}: expected a path to a JSON or TOML file, or a mapping")
+
+
+def load_prices(argument: object, environ: Mapping[str, str] | None = None) -> PriceTable:
+    """The built-in table merged with `prices` (a path or mapping), else `OTEL_AGENTS_PRICES`.
+
+    The variable's file is read and checked even when the argument wins.
+    """
+    return PriceTable(PRICES.resolve(argument, environment() if environ is None else environ))

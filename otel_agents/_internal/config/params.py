@@ -1,0 +1,708 @@
+"""Every setting as data: one table, `PARAMS`, that `configure()`, the CLI and the tests read.
+
+Each `Param` names its `configure()` argument (if any), its environment variables in precedence order
+(standard `OTEL_*` first; the first one set wins), how a variable's text is parsed and validated, how
+an argument is checked, and the default. A value resolves as: argument, then variable, then default;
+every variable set is validated, also when the argument wins. A bad value raises `ConfigError`
+naming the argument or variable and the value (OTLP header values are secrets: never shown).
+
+`environment()` is the one place otel-agents reads the process environment. It returns a snapshot
+of the table's variables; everything else is handed that snapshot, as a Mapping.
+The README's settings table is checked against `PARAMS` by tests/test_settings_table.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar, cast
+from urllib.parse import unquote
+
+from otel_agents._internal.genai.content import CONTENT_MODES, ContentMode
+
+if TYPE_CHECKING:
+    from otel_agents._internal.genai.prices import Price
+
+T = TypeVar("T")
+RuntimeSpans = Literal["off", "nested"]
+Protocol = Literal["grpc", "http/protobuf"]
+Number = int | float
+
+OTLP: Final = "OTEL_EXPORTER_OTLP"
+"""Prefix of the OTLP variables: `{OTLP}_ENDPOINT`, `{OTLP}_TRACES_ENDPOINT`, ..."""
+
+
+class ConfigError(ValueError):
+    """A setting has a value otel-agents cannot use; the message names the setting and the value."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Param(Generic[T]):
+    """One setting: where its value comes from, how it is validated, and its default."""
+
+    setting: str
+    """The row of the README's settings table it belongs to."""
+    argument: str | None = None
+    """The `configure()` argument that wins over the variables; `loop_limits.max_messages` is a field."""
+    variables: tuple[str, ...] = ()
+    """Environment variables in precedence order: the first one set wins, every one set is validated."""
+    parse: Callable[[str, str], T] | None = None
+    """`(variable, stripped text) -> value`; raises `ConfigError` naming the variable and the text."""
+    check: Callable[[str, object], T] | None = None
+    """`(argument, value) -> value` for the argument; None: checked where it is combined with others."""
+    default: T | None = None
+    """The value when neither is set; None: unset (the rule is off, or another library decides)."""
+    kind: str = ""
+    """The type or allowed values, as the docs say them."""
+    sdk_reads: bool = False
+    """The OpenTelemetry SDK or its exporters read these variables too; otel-agents validates them."""
+
+    @property
+    def argument_name(self) -> str:
+        """The name an error shows for the argument: `max_messages` for `loop_limits.max_messages`."""
+        return (self.argument or "").rpartition(".")[2]
+
+    def lookup(self, environ: Mapping[str, str]) -> tuple[str, T] | None:
+        """(variable, value) of the first variable set; every variable set is validated."""
+        found: tuple[str, T] | None = None
+        for name in self.variables:
+            text = variable_text(environ, name)
+            if text is not None and self.parse is not None:
+                value = self.parse(name, text)
+                if found is None:
+                    found = (name, value)
+        return found
+
+    def from_environ(self, environ: Mapping[str, str]) -> T | None:
+        """The value of the first variable set, else None; every variable set is validated."""
+        found = self.lookup(environ)
+        return found[1] if found is not None else None
+
+    def checked(self, argument: object) -> T:
+        """The argument, checked."""
+        if self.check is None:
+            raise TypeError(f"{self.argument_name or self.variables[0]} takes no argument here")
+        return self.check(self.argument_name, argument)
+
+    def value(self, argument: object, environ: Mapping[str, str]) -> T:
+        """`resolve` for a setting that has a default."""
+        resolved = self.resolve(argument, environ)
+        if resolved is None:
+            raise TypeError(f"{self.argument_name or self.variables[0]} has no default")
+        return resolved
+
+    def resolve(self, argument: object, environ: Mapping[str, str]) -> T | None:
+        """The argument (checked), else the first variable set, else the default.
+
+        The variables are validated first, also when the argument wins.
+        """
+        from_env = self.from_environ(environ)
+        if argument is not None:
+            return self.checked(argument)
+        return from_env if from_env is not None else self.default
+
+
+def variable_text(environ: Mapping[str, str], name: str) -> str | None:
+    """The variable's text, stripped; None when unset or blank."""
+    value = environ.get(name)
+    if value is None or value.strip() == "":
+        return None
+    return value.strip()
+
+
+# Parsers of a variable's text: `(variable, text) -> value`, raising ConfigError naming both.
+
+
+def _text(name: str, text: str) -> str:
+    return text
+
+
+def _path(name: str, text: str) -> Path:
+    return Path(text).expanduser()
+
+
+def _directory(name: str, text: str) -> Path:
+    return Path(text)
+
+
+def _boolean(name: str, text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise ConfigError(f"{name}={text!r}: expected 'true' or 'false'")
+
+
+def _number(*, integer: bool = False, minimum: float = 0) -> Callable[[str, str], Number]:
+    def parse(name: str, text: str) -> Number:
+        try:
+            number: Number = int(text) if integer else float(text)
+        except ValueError:
+            kind = "a whole number" if integer else "a number"
+            raise ConfigError(f"{name}={text!r}: expected {kind}") from None
+        if number < minimum or number != number:
+            raise ConfigError(f"{name}={text!r}: expected a number of at least {minimum:g}")
+        return number
+
+    return parse
+
+
+def _whole(minimum: int) -> Callable[[str, str], int]:
+    number = _number(integer=True, minimum=minimum)
+    return lambda name, text: int(number(name, text))
+
+
+def _seconds(name: str, text: str) -> float:
+    return float(_number()(name, text))
+
+
+def _ratio(name: str, text: str) -> float:
+    ratio = float(_number()(name, text))
+    if ratio > 1:
+        raise ConfigError(f"{name}={text!r}: expected a ratio from 0 to 1")
+    return ratio
+
+
+def _size_mb(name: str, text: str) -> float:
+    size = float(_number()(name, text))
+    if size <= 0:
+        raise ConfigError(f"{name}={text!r}: expected a size above 0")
+    return size
+
+
+def _port(name: str, text: str) -> int:
+    port = int(_number(integer=True)(name, text))
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"{name}={text!r}: expected a port")
+    return port
+
+
+def _host(name: str, text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9._:\-\[\]]+", text):
+        raise ConfigError(f"{name}={text!r}: expected a host name or address")
+    return text
+
+
+def _key_values(name: str, text: str) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for position, pair in enumerate(text.split(","), start=1):
+        if not pair.strip():
+            continue
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{name}: entry {position} ({pair.strip()!r}) is not key=value")
+        pairs.append((key.strip(), value.strip()))
+    return tuple(pairs)
+
+
+def _existing_file(name: str, text: str) -> Path:
+    if not Path(text).is_file():
+        raise ConfigError(f"{name}={text!r}: no such file")
+    return Path(text)
+
+
+def _exporters(allowed: tuple[str, ...]) -> Callable[[str, str], tuple[str, ...]]:
+    def parse(name: str, text: str) -> tuple[str, ...]:
+        names = tuple(part.strip().lower() for part in text.split(",") if part.strip())
+        for exporter in names:
+            if exporter not in allowed:
+                raise ConfigError(f"{name}={text!r}: {exporter!r} is not one of {', '.join(allowed)}")
+        if "none" in names and len(names) > 1:
+            raise ConfigError(f"{name}={text!r}: 'none' cannot be combined with other exporters")
+        return names
+
+    return parse
+
+
+_SAMPLERS: Final = frozenset(
+    {
+        "always_on",
+        "always_off",
+        "traceidratio",
+        "parentbased_always_on",
+        "parentbased_always_off",
+        "parentbased_traceidratio",
+    }
+)
+
+
+def _sampler(name: str, text: str) -> str:
+    if text.lower() not in _SAMPLERS:
+        raise ConfigError(f"{name}={text!r}: expected one of {', '.join(sorted(_SAMPLERS))}")
+    return text.lower()
+
+
+def parse_headers(source: str, value: str) -> dict[str, str]:
+    """`k1=v1,k2=v2` (values URL-encoded) as the OTLP variables write headers."""
+    headers: dict[str, str] = {}
+    for position, pair in enumerate(value.split(","), start=1):
+        if not pair.strip():
+            continue
+        key, sep, item = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{source}: entry {position} is not key=value (value not shown: headers are secrets)")
+        headers[unquote(key.strip()).lower()] = unquote(item.strip())
+    return headers
+
+
+def _price_file(name: str, text: str) -> Mapping[str, Price]:
+    from otel_agents._internal.genai.prices import prices_from_file
+
+    return prices_from_file(name, text)
+
+
+# Parsers that take an argument or a variable's text alike: `(source, value) -> value`.
+
+
+def _runtime_spans(source: str, value: object) -> RuntimeSpans:
+    lowered = value.lower() if isinstance(value, str) else value
+    if lowered == "off":
+        return "off"
+    if lowered == "nested":
+        return "nested"
+    raise ConfigError(f"{source}={value!r}: expected 'off' or 'nested'")
+
+
+def _protocol(source: str, value: object) -> Protocol:
+    lowered = value.strip().lower() if isinstance(value, str) else value
+    if lowered == "grpc":
+        return "grpc"
+    if lowered == "http/protobuf":
+        return "http/protobuf"
+    hint = " (the Python SDK has no http/json exporter)" if lowered == "http/json" else ""
+    raise ConfigError(f"{source}={value!r}: expected 'grpc' or 'http/protobuf'{hint}")
+
+
+def _content_mode(source: str, value: object) -> ContentMode:
+    if isinstance(value, bool):
+        return "SPAN_ONLY" if value else "NO_CONTENT"
+    if isinstance(value, str):
+        upper = value.strip().upper()
+        if upper == "TRUE":
+            return "SPAN_ONLY"
+        if upper == "FALSE":
+            return "NO_CONTENT"
+        for mode in CONTENT_MODES:
+            if upper == mode:
+                return mode
+    raise ConfigError(f"{source}={value!r}: expected one of {', '.join(CONTENT_MODES)}, true or false")
+
+
+# Checks of an argument: `(argument, value) -> value`.
+
+
+def _service_name(source: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{source}={value!r}: expected a non-empty string")
+    return value
+
+
+def _headers(source: str, value: object) -> dict[str, str]:
+    if isinstance(value, str):
+        return parse_headers(source, value)
+    if isinstance(value, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return {k.lower(): v for k, v in value.items()}
+    raise ConfigError(f"{source}: expected a mapping of str to str or a 'k=v,k2=v2' string (value not shown)")
+
+
+def _endpoint(source: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{source}={value!r}: expected a URL")
+    return value.strip()
+
+
+def _store(source: str, value: object) -> Path | bool:
+    if isinstance(value, bool):
+        return value
+    if not isinstance(value, (str, os.PathLike)) or not str(value).strip():
+        raise ConfigError(f"{source}={value!r}: expected a directory path, or False for no store")
+    return Path(value).expanduser()
+
+
+def _redact(source: str, value: object) -> Callable[[str], str]:
+    if not callable(value):
+        raise ConfigError(f"{source}={value!r}: expected a function taking a text and returning a text")
+    return cast("Callable[[str], str]", value)
+
+
+def _span_exporter(source: str, value: object) -> object:
+    if not callable(getattr(value, "export", None)):
+        raise ConfigError(f"{source}={value!r}: expected a SpanExporter")
+    return value
+
+
+def _metric_readers(source: str, value: object) -> Iterable[object]:
+    if (
+        isinstance(value, (str, bytes))
+        or not isinstance(value, Iterable)
+        or not all(hasattr(reader, "collect") for reader in value)
+    ):
+        raise ConfigError(f"{source}={value!r}: expected a list of MetricReader")
+    return value
+
+
+def _prometheus(source: str, value: object) -> tuple[str, int] | bool:
+    if isinstance(value, bool):
+        return value
+    if (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and isinstance(value[0], str)
+        and value[0]
+        and isinstance(value[1], int)
+        and not isinstance(value[1], bool)
+        and 0 <= value[1] <= 65535
+    ):
+        return (value[0], value[1])
+    raise ConfigError(f"{source}={value!r}: expected (host, port), True for the defaults, or False")
+
+
+def _prices(source: str, value: object) -> Mapping[str, Price]:
+    from otel_agents._internal.genai.prices import prices_from_argument
+
+    return prices_from_argument(source, value)
+
+
+def _threshold_value(name: str, value: object, source: str, shown: str) -> Number:
+    integer = name in ("max_messages", "max_repeats", "token_budget")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
+        raise ConfigError(f"{source}={shown}: expected {'a whole number' if integer else 'a number'}")
+    if name == "max_repeats":
+        if value < 2:
+            raise ConfigError(f"{source}={shown}: expected at least 2")
+    elif not value > 0:  # also refuses NaN
+        raise ConfigError(f"{source}={shown}: expected a number above 0")
+    return value
+
+
+def _threshold(field: str) -> tuple[Callable[[str, str], Number], Callable[[str, object], Number]]:
+    """(parse, check) of one loop threshold: a whole number or a number, above 0 (repeats: >= 2)."""
+    integer = field in ("max_messages", "max_repeats", "token_budget")
+
+    def parse(name: str, text: str) -> Number:
+        try:
+            value: Number = int(text) if integer else float(text)
+        except ValueError:
+            raise ConfigError(f"{name}={text!r}: expected {'a whole number' if integer else 'a number'}") from None
+        return _threshold_value(field, value, name, repr(text))
+
+    def check(source: str, value: object) -> Number:
+        return _threshold_value(field, value, source, repr(value))
+
+    return parse, check
+
+
+# The table.
+
+DEFAULT_SERVICE_NAME: Final = "otel-agents"
+DEFAULT_PROTOCOL: Final[Protocol] = "http/protobuf"
+DEFAULT_OTLP_TIMEOUT_S: Final = 10.0
+DEFAULT_CONTENT_MAX_CHARS: Final = 4096
+DEFAULT_STORE_MAX_MB: Final = 200.0
+DEFAULT_PROMETHEUS: Final = ("127.0.0.1", 9464)
+DEFAULT_MAX_REPEATS: Final = 3
+
+SERVICE_NAME: Final = Param[str](
+    setting="service name, resource",
+    argument="service_name",
+    variables=("OTEL_SERVICE_NAME",),
+    parse=_text,
+    check=_service_name,
+    default=DEFAULT_SERVICE_NAME,
+    kind="text; unset: `service.name` of OTEL_RESOURCE_ATTRIBUTES, else the default",
+)
+RESOURCE_ATTRIBUTES: Final = Param[tuple[tuple[str, str], ...]](
+    setting="service name, resource",
+    variables=("OTEL_RESOURCE_ATTRIBUTES",),
+    parse=_key_values,
+    kind="`key=value` pairs, comma-separated",
+    sdk_reads=True,
+)
+SDK_DISABLED: Final = Param[bool](
+    setting="kill switch",
+    variables=("OTEL_SDK_DISABLED",),
+    parse=_boolean,
+    default=False,
+    kind="true or false; true: nothing recorded, taps pass items through",
+)
+SPAN_EXPORTER: Final = Param[object](
+    setting="exporters",
+    argument="span_exporter",
+    check=_span_exporter,
+    kind="a SpanExporter; replaces the default destination (OTEL_TRACES_EXPORTER is then not used)",
+)
+METRIC_READERS: Final = Param[Iterable[object]](
+    setting="exporters",
+    argument="metric_readers",
+    check=_metric_readers,
+    kind="a list of MetricReader, added to those of OTEL_METRICS_EXPORTER",
+)
+TRACES_EXPORTER: Final = Param[tuple[str, ...]](
+    setting="exporters",
+    variables=("OTEL_TRACES_EXPORTER",),
+    parse=_exporters(("otlp", "console", "none")),
+    kind="comma list of otlp, console, none; unset: otlp when an endpoint is set, else the embedded store",
+)
+METRICS_EXPORTER: Final = Param[tuple[str, ...]](
+    setting="exporters",
+    variables=("OTEL_METRICS_EXPORTER",),
+    parse=_exporters(("otlp", "console", "prometheus", "none")),
+    kind="comma list of otlp, console, prometheus, none; unset: otlp when an endpoint is set",
+)
+
+
+@dataclass(frozen=True)
+class Otlp:
+    """The OTLP settings of one signal; each reads `{OTLP}_{SIGNAL}_X`, then `{OTLP}_X`."""
+
+    endpoint: Param[str]
+    protocol: Param[Protocol]
+    headers: Param[dict[str, str]]
+    timeout: Param[float]
+    insecure: Param[bool]
+    certificate: Param[Path]
+
+    @property
+    def params(self) -> tuple[Param[Any], ...]:
+        return (self.endpoint, self.protocol, self.headers, self.timeout, self.insecure, self.certificate)
+
+
+def _otlp(signal: Literal["traces", "metrics"]) -> Otlp:
+    upper = signal.upper()
+
+    def names(suffix: str) -> tuple[str, ...]:
+        return (f"{OTLP}_{upper}_{suffix}", f"{OTLP}_{suffix}")
+
+    return Otlp(
+        endpoint=Param(
+            setting="OTLP",
+            argument="endpoint",
+            variables=names("ENDPOINT"),
+            parse=_text,
+            check=_endpoint,
+            kind=f"a URL (gRPC: also host:port), checked against the protocol; the generic variable is a base "
+            f"URL (HTTP appends /v1/{signal}), the signal one is used as given",
+        ),
+        protocol=Param(
+            setting="OTLP",
+            argument="protocol",
+            variables=names("PROTOCOL"),
+            parse=_protocol,
+            check=_protocol,
+            default=DEFAULT_PROTOCOL,
+            kind="grpc or http/protobuf",
+        ),
+        headers=Param(
+            setting="OTLP",
+            argument="headers",
+            variables=names("HEADERS"),
+            parse=parse_headers,
+            check=_headers,
+            kind="`k=v,k2=v2`, values URL-encoded; never shown in errors",
+            sdk_reads=True,
+        ),
+        timeout=Param(
+            setting="OTLP",
+            variables=names("TIMEOUT"),
+            parse=_seconds,
+            default=DEFAULT_OTLP_TIMEOUT_S,
+            kind="seconds, as the Python SDK reads it; shutdown waits this long plus a grace",
+            sdk_reads=True,
+        ),
+        insecure=Param(
+            setting="OTLP",
+            variables=names("INSECURE"),
+            parse=_boolean,
+            kind="true or false (gRPC)",
+            sdk_reads=True,
+        ),
+        certificate=Param(
+            setting="OTLP",
+            variables=names("CERTIFICATE"),
+            parse=_existing_file,
+            kind="an existing file",
+            sdk_reads=True,
+        ),
+    )
+
+
+OTLP_TRACES: Final = _otlp("traces")
+OTLP_METRICS: Final = _otlp("metrics")
+
+BATCHING: Final = tuple(
+    Param[int](
+        setting="batching",
+        variables=(name,),
+        parse=_whole(0 if name == "OTEL_BSP_EXPORT_TIMEOUT" else 1),
+        kind="a whole number (milliseconds, spans); unset: the SDK's default",
+        sdk_reads=True,
+    )
+    for name in (
+        "OTEL_BSP_SCHEDULE_DELAY",
+        "OTEL_BSP_EXPORT_TIMEOUT",
+        "OTEL_BSP_MAX_QUEUE_SIZE",
+        "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+    )
+)
+TRACES_SAMPLER: Final = Param[str](
+    setting="sampling",
+    variables=("OTEL_TRACES_SAMPLER",),
+    parse=_sampler,
+    kind=f"one of {', '.join(sorted(_SAMPLERS))}; unset: the SDK's parentbased_always_on",
+    sdk_reads=True,
+)
+TRACES_SAMPLER_ARG: Final = Param[float](
+    setting="sampling",
+    variables=("OTEL_TRACES_SAMPLER_ARG",),
+    parse=_ratio,
+    kind="a ratio from 0 to 1",
+    sdk_reads=True,
+)
+CAPTURE_CONTENT: Final = Param[ContentMode](
+    setting="content capture",
+    argument="capture_content",
+    variables=("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",),
+    parse=_content_mode,
+    check=_content_mode,
+    default="NO_CONTENT",
+    kind=f"one of {', '.join(CONTENT_MODES)} (any case); true: SPAN_ONLY, false: NO_CONTENT",
+)
+REDACT: Final = Param[Callable[[str], str]](
+    setting="content capture",
+    argument="redact",
+    check=_redact,
+    kind="a function taking a text and returning a text",
+)
+CONTENT_MAX_CHARS: Final = Param[int](
+    setting="content size",
+    variables=("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_AGENTS_CONTENT_MAX_CHARS"),
+    parse=_whole(1),
+    default=DEFAULT_CONTENT_MAX_CHARS,
+    kind="a whole number of characters, at least 1",
+    sdk_reads=True,
+)
+RUNTIME_SPANS: Final = Param[RuntimeSpans](
+    setting="AutoGen runtime spans",
+    argument="runtime_spans",
+    variables=("OTEL_AGENTS_RUNTIME_SPANS",),
+    parse=_runtime_spans,
+    check=_runtime_spans,
+    default="off",
+    kind="off or nested (any case)",
+)
+STORE: Final = Param[Path | bool](
+    setting="embedded store",
+    argument="store",
+    variables=("OTEL_AGENTS_STORE",),
+    parse=_path,
+    check=_store,
+    kind="a directory; False: no store; unset: the user data directory's otel-agents/store",
+)
+STORE_MAX_MB: Final = Param[float](
+    setting="embedded store",
+    variables=("OTEL_AGENTS_STORE_MAX_MB",),
+    parse=_size_mb,
+    default=DEFAULT_STORE_MAX_MB,
+    kind="megabytes, above 0",
+)
+DATA_HOME: Final = Param[Path](
+    setting="embedded store",
+    variables=("XDG_DATA_HOME",),
+    parse=_directory,
+    kind="a directory; unset: ~/.local/share",
+)
+PRICES: Final[Param[Mapping[str, Price]]] = Param(
+    setting="prices",
+    argument="prices",
+    variables=("OTEL_AGENTS_PRICES",),
+    parse=_price_file,
+    check=_prices,
+    kind="a JSON or TOML file (the argument: a path or a mapping) of USD per million tokens, merged "
+    "over the built-in table",
+)
+PROMETHEUS: Final = Param[tuple[str, int] | bool](
+    setting="Prometheus endpoint",
+    argument="prometheus",
+    check=_prometheus,
+    kind="(host, port), True for the variables' host and port, or False; unset: on when "
+    "OTEL_METRICS_EXPORTER names prometheus",
+)
+PROMETHEUS_HOST: Final = Param[str](
+    setting="Prometheus endpoint",
+    variables=("OTEL_EXPORTER_PROMETHEUS_HOST",),
+    parse=_host,
+    default=DEFAULT_PROMETHEUS[0],
+    kind="a host name or address",
+)
+PROMETHEUS_PORT: Final = Param[int](
+    setting="Prometheus endpoint",
+    variables=("OTEL_EXPORTER_PROMETHEUS_PORT",),
+    parse=_port,
+    default=DEFAULT_PROMETHEUS[1],
+    kind="a port, 0 to 65535",
+)
+
+
+def _loop_threshold(field: str, variable: str, kind: str, default: int | None = None) -> Param[Number]:
+    parse, check = _threshold(field)
+    return Param[Number](
+        setting="loop thresholds",
+        argument=f"loop_limits.{field}",
+        variables=(variable,),
+        parse=parse,
+        check=check,
+        default=default,
+        kind=kind,
+    )
+
+
+LOOP_THRESHOLDS: Final[Mapping[str, Param[Number]]] = {
+    "max_messages": _loop_threshold("max_messages", "OTEL_AGENTS_MAX_MESSAGES", "a whole number above 0"),
+    "max_repeats": _loop_threshold(
+        "max_repeats", "OTEL_AGENTS_MAX_REPEATS", "a whole number, at least 2", DEFAULT_MAX_REPEATS
+    ),
+    "token_budget": _loop_threshold("token_budget", "OTEL_AGENTS_TOKEN_BUDGET", "a whole number above 0"),
+    "cost_budget_usd": _loop_threshold("cost_budget_usd", "OTEL_AGENTS_COST_BUDGET_USD", "USD, above 0"),
+    "time_budget_s": _loop_threshold("time_budget_s", "OTEL_AGENTS_TIME_BUDGET_S", "seconds, above 0"),
+}
+"""By the `LoopLimits` field each threshold sets; unset: the rule is off (repeats: 3)."""
+
+PARAMS: Final[tuple[Param[Any], ...]] = (
+    SERVICE_NAME,
+    RESOURCE_ATTRIBUTES,
+    SDK_DISABLED,
+    SPAN_EXPORTER,
+    METRIC_READERS,
+    TRACES_EXPORTER,
+    METRICS_EXPORTER,
+    *OTLP_TRACES.params,
+    *OTLP_METRICS.params,
+    *BATCHING,
+    TRACES_SAMPLER,
+    TRACES_SAMPLER_ARG,
+    CAPTURE_CONTENT,
+    REDACT,
+    CONTENT_MAX_CHARS,
+    RUNTIME_SPANS,
+    STORE,
+    STORE_MAX_MB,
+    DATA_HOME,
+    PRICES,
+    PROMETHEUS,
+    PROMETHEUS_HOST,
+    PROMETHEUS_PORT,
+    *LOOP_THRESHOLDS.values(),
+)
+"""Every setting, in the order of the README's settings table."""
+
+VARIABLES: Final = frozenset(name for param in PARAMS for name in param.variables)
+
+
+def environment() -> Mapping[str, str]:
+    """A snapshot of the table's variables as the process has them now.
+
+    The one place otel-agents reads `os.environ`; each `configure()` takes one and hands it down.
+    """
+    return {name: os.environ[name] for name in VARIABLES if name in os.environ}
