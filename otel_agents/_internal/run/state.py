@@ -73,3 +73,10 @@ class Run:
         totals.cost_usd = None if cost_usd is None or totals.cost_usd is None else totals.cost_usd + cost_usd
         if agent is not None and model is not None:
             totals.agent_models[agent] = model
+
+    def message_cost(self, source: str, input_tokens: int, output_tokens: int) -> float | None:
+        """A message's usage priced at the model its agent called last in this run."""
+        model = self.totals.agent_models.get(source)
+        if model is None or self.prices is None:
+            return None
+        return self.prices.cost(model, input_tokens, output_tokens)

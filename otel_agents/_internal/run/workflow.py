@@ -115,7 +115,7 @@ class WorkflowSpan:
             if usage is not None:
                 attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] = usage.prompt_tokens
                 attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = usage.completion_tokens
-                cost = self._message_cost(source, usage.prompt_tokens, usage.completion_tokens)
+                cost = self.run.message_cost(source, usage.prompt_tokens, usage.completion_tokens)
                 if cost is not None:
                     attributes[sc.COST_USD] = cost
             message_span = self._spans.start_span(
@@ -150,14 +150,6 @@ class WorkflowSpan:
             )
             if run.instruments is not None:
                 run.instruments.loop_detections.add(1, {sc.GEN_AI_WORKFLOW_NAME: run.workflow, sc.LOOP_RULE: hit.rule})
-
-    def _message_cost(self, source: str, input_tokens: int, output_tokens: int) -> float | None:
-        """The message's usage priced at the model its agent called last in this run."""
-        run = self.run
-        model = run.totals.agent_models.get(source)
-        if model is None or run.prices is None:
-            return None
-        return run.prices.cost(model, input_tokens, output_tokens)
 
     def stopped(self, reason: str) -> None:
         """The run ended early: `cancelled` or `consumer_closed`."""
