@@ -94,6 +94,7 @@ EXPECTED = {
             "gen_ai.operation.name",
             "gen_ai.provider.name",
             "gen_ai.request.model",
+            "gen_ai.response.model",
             "gen_ai.token.type",
             "gen_ai.agent.name",
         },
@@ -101,7 +102,14 @@ EXPECTED = {
     "gen_ai.client.operation.duration": (
         "s",
         DURATION_BUCKETS,
-        {"gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model", "gen_ai.agent.name", "error.type"},
+        {
+            "gen_ai.operation.name",
+            "gen_ai.provider.name",
+            "gen_ai.request.model",
+            "gen_ai.response.model",
+            "gen_ai.agent.name",
+            "error.type",
+        },
     ),
     "gen_ai.workflow.duration": ("s", WORKFLOW_DURATION_BUCKETS, {"gen_ai.workflow.name", "otel_agents.stop_kind"}),
     "otel_agents.cost": ("USD", None, {"gen_ai.workflow.name", "gen_ai.agent.name", "gen_ai.request.model"}),
@@ -137,6 +145,20 @@ def test_instruments_have_the_contracts_names_units_buckets_and_attributes(
     assert TOKEN_BUCKETS[0] == 1 and TOKEN_BUCKETS[-1] == 67108864
     assert DURATION_BUCKETS[0] == 0.01 and DURATION_BUCKETS[-1] == pytest.approx(81.92)
     assert RUN_MESSAGES_BUCKETS[-1] == 1024
+
+
+def test_model_call_points_carry_the_agent_and_the_models(
+    measured: tuple[InMemoryMetricReader, InMemorySpanExporter],
+) -> None:
+    reader, _ = measured
+    metrics = metrics_of(reader)
+    for name in ("gen_ai.client.token.usage", "gen_ai.client.operation.duration"):
+        data_points = metrics[name].data.data_points
+        agents = {p.attributes.get("gen_ai.agent.name") for p in data_points}
+        assert {"writer", "critic", "planner", None} <= agents <= {"writer", "critic", "planner", "doer", None}, name
+        # None: the selector choosing the next speaker is no agent
+        assert {p.attributes["gen_ai.request.model"] for p in data_points} == {"gpt-4o-mini"}, name
+        assert {p.attributes["gen_ai.response.model"] for p in data_points} == {"gpt-4o-mini-2024-07-18"}, name
 
 
 def test_metric_sums_equal_the_spans(measured: tuple[InMemoryMetricReader, InMemorySpanExporter]) -> None:
@@ -302,7 +324,8 @@ def test_exposition_names_units_and_promtool(
     assert types["otel_agents_runs_total"] == "counter"
     assert types["otel_agents_loop_detections_total"] == "counter"
     assert types["otel_agents_spans_dropped_total"] == "counter"
-    assert 'le="67108864.0"' in text and 'le="81.92"' in text
+    assert re.search(r'^gen_ai_client_token_usage_bucket\{.*le="67108864(\.0)?"', text, re.MULTILINE)
+    assert re.search(r'^gen_ai_client_operation_duration_seconds_bucket\{.*le="81\.92"', text, re.MULTILINE)
     promtool = shutil.which("promtool")
     assert promtool, "promtool (Debian's prometheus package) is not installed"
     done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)

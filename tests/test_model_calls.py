@@ -76,6 +76,7 @@ async def test_a_plain_call_gets_a_chat_span_under_its_agents_turn(
         expected = MINI.cost(attributes["gen_ai.usage.input_tokens"], attributes["gen_ai.usage.output_tokens"])
         assert attributes["otel_agents.cost.usd"] == pytest.approx(expected)
         assert call.status.status_code is StatusCode.UNSET
+        assert "gen_ai.request.stream" not in attributes
         assert call.end_time - call.start_time > 0
     assert run_totals(tree) == chat_totals(tree) == billed(openai_server)
     assert tree.root.attributes["otel_agents.cost.usd"] == pytest.approx(
@@ -105,6 +106,7 @@ async def test_a_streamed_call_with_usage_in_the_last_chunk(capture: Capture, op
         openai_server
     )
     assert call.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    assert call.attributes["gen_ai.request.stream"] is True
     assert run_totals(tree) == billed(openai_server)
 
 
@@ -182,6 +184,8 @@ async def test_a_failing_call_is_an_error_span_and_the_run_fails_as_autogen_make
     (call,) = tree.named("chat")
     assert call.status.status_code is StatusCode.ERROR
     assert call.attributes["error.type"] == error_type
+    assert "scripted" not in str(call.status.description), "the type only: an exception's message may carry content"
+    assert [dict(e.attributes or {}) for e in call.events if e.name == "exception"] == [{"exception.type": error_type}]
     assert "gen_ai.usage.input_tokens" not in call.attributes and "otel_agents.cost.usd" not in call.attributes
     assert tree.root.attributes["otel_agents.stop_kind"] == "error"
 

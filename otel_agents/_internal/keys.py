@@ -24,6 +24,8 @@ GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
 GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
 ERROR_TYPE: Final = "error.type"
+GEN_AI_INFERENCE_DETAILS_EVENT: Final = "gen_ai.client.inference.operation.details"
+"""The event a `chat` span's content goes in, for the event modes of content capture."""
 
 OPERATION_INVOKE_WORKFLOW: Final = "invoke_workflow"
 OPERATION_INVOKE_AGENT: Final = "invoke_agent"

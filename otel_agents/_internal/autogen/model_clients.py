@@ -4,7 +4,9 @@ AutoGen 0.7.5 gives model calls no span. `create` and `create_stream` are wrappe
 subclass of `autogen_core.models.ChatCompletionClient` that defines them (OpenAI, Azure OpenAI,
 Anthropic, Ollama, the replay client, your own), once per class. A call inside a run goes under the
 agent turn that made it, or under the run span when no agent made it (a selector choosing the next
-speaker); its tokens and cost are added to the run's totals, so each token is counted once.
+speaker); its tokens and cost are added to the run's totals, so each token is counted once. The span
+and the `gen_ai.client.*` metrics are util-genai's (`genai.inference`), so a GenAI instrumentation of
+the client library underneath (OpenTelemetry's OpenAI one) adds no second span or token count.
 
 The response model and cached-token count come from the `LLMCallEvent` (or `LLMStreamEndEvent`)
 that clients build during the call to log it to `autogen_core.events`. The events' `__init__` is
@@ -17,22 +19,23 @@ from __future__ import annotations
 import contextvars
 import functools
 import logging
-import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind
 
 from otel_agents._internal import keys as sc
 from otel_agents._internal.autogen.wrapping import wrap_subclasses
 from otel_agents._internal.genai.content import ContentPolicy
 from otel_agents._internal.genai.content import input_messages as content_input_messages
 from otel_agents._internal.genai.content import output_messages as content_output_messages
+from otel_agents._internal.genai.inference import Inference
 from otel_agents._internal.run.follow import follow
-from otel_agents._internal.tracing.errors import mark_error
 from otel_agents._internal.tracing.registry import REGISTRY, Node
+
+if TYPE_CHECKING:
+    from otel_agents._internal.telemetry import Telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -72,9 +75,19 @@ def request_model(client: object, extra_create_args: Mapping[str, Any] | None) -
 
 
 class ModelCall:
-    """One `chat {model}` span, from the call's start to its result or exception."""
+    """One model call, from its start to its result or exception: its `chat {model}` span and
+    `gen_ai.client.*` metrics (through util-genai, `genai.inference`), its cost, and its share of
+    the run's totals."""
 
-    def __init__(self, telemetry: Any, client: object, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        telemetry: Telemetry,
+        client: object,
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        *,
+        streaming: bool = False,
+    ) -> None:
         self._telemetry = telemetry
         self._content: ContentPolicy = telemetry.settings.content
         messages = kwargs.get("messages", args[0] if args else None)
@@ -85,21 +98,12 @@ class ModelCall:
         self._ended = False
         self._error: BaseException | None = None
         self._result: Any = None
-        self._start = time.monotonic()
-        self._provider = provider_name(client)
-        attributes: dict[str, Any] = {
-            sc.GEN_AI_OPERATION_NAME: sc.OPERATION_CHAT,
-            sc.GEN_AI_PROVIDER_NAME: self._provider,
-        }
-        if self.model:
-            attributes[sc.GEN_AI_REQUEST_MODEL] = self.model
+        # resolved once, at the call's start: the turn (or run) the call belongs to
         self.node: Node | None = REGISTRY.lookup(trace.get_current_span().get_span_context())
-        if self.node is not None and self.node.agent is not None and not self.node.is_runtime:
-            attributes[sc.GEN_AI_AGENT_NAME] = self.node.agent
-        tracer = telemetry.tracer_provider.get_tracer("otel_agents")  # cached by the provider
-        name = f"{sc.OPERATION_CHAT} {self.model}" if self.model else sc.OPERATION_CHAT
-        self.span = tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
-        self.context = trace.set_span_in_context(self.span)
+        self._inference = Inference(
+            telemetry, provider=provider_name(client), request_model=self.model, agent=self.agent, streaming=streaming
+        )
+        self.context = self._inference.context
 
     @property
     def agent(self) -> str | None:
@@ -119,60 +123,48 @@ class ModelCall:
         if self._ended:
             return
         self._ended = True
-        span = self.span
         result = self._result
         input_tokens = output_tokens = cost = None
         priced_model = self.response_model or self.model
+        run = self.node.run if self.node is not None else None
         if result is not None:
             usage = result.usage
             input_tokens, output_tokens = int(usage.prompt_tokens), int(usage.completion_tokens)
-            prices = self._telemetry.prices
-            cost = prices.cost(priced_model, input_tokens, output_tokens, self.cached_input_tokens or 0)
-            attributes: dict[str, Any] = {
-                sc.GEN_AI_USAGE_INPUT_TOKENS: input_tokens,
-                sc.GEN_AI_USAGE_OUTPUT_TOKENS: output_tokens,
-                sc.GEN_AI_RESPONSE_FINISH_REASONS: (str(result.finish_reason),),
-            }
-            if self.response_model:
-                attributes[sc.GEN_AI_RESPONSE_MODEL] = self.response_model
-            if self.cached_input_tokens is not None:
-                attributes[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = self.cached_input_tokens
-            if cost is not None:
-                attributes[sc.COST_USD] = cost
-            span.set_attributes(attributes)
+            cost = self._telemetry.prices.cost(priced_model, input_tokens, output_tokens, self.cached_input_tokens or 0)
             if cost is None:
                 _unpriced(self._telemetry, priced_model, input_tokens + output_tokens)
-            if self.node is not None:
-                self.node.run.add_call(
+            if run is not None:
+                run.add_call(
                     agent=self.agent,
                     model=priced_model,
                     input_tokens=input_tokens,
                     output_tokens=output_tokens,
                     cost_usd=cost,
                 )
+        content: dict[str, str] = {}
         if self._content.enabled:
-            content: dict[str, str] = {}
             if self._input is not None:
                 content[sc.GEN_AI_INPUT_MESSAGES] = self._content.json(self._input)
             if result is not None:
                 content[sc.GEN_AI_OUTPUT_MESSAGES] = self._content.json(content_output_messages(result))
-            self._content.record(span, content, "gen_ai.client.inference.operation.details")
-        if self._error is not None:
-            mark_error(span, self._error)
-        span.end()
-        run = self.node.run if self.node is not None else None
-        self._telemetry.instruments.model_call(
-            provider=self._provider,
-            model=self.model,
-            agent=self.agent,
-            workflow=run.workflow if run is not None else None,
+        self._inference.finish(
+            response_model=self.response_model,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
-            duration_s=time.monotonic() - self._start,
+            cache_read_input_tokens=self.cached_input_tokens if result is not None else None,
+            finish_reasons=(str(result.finish_reason),) if result is not None else None,
             cost_usd=cost,
-            error_type=type(self._error).__name__ if self._error is not None else None,
-            context=self.context,  # exemplars point at this call
+            content=content,
+            error=self._error,
         )
+        if cost is not None:
+            self._telemetry.instruments.model_call_cost(
+                cost,
+                model=self.model,
+                agent=self.agent,
+                workflow=run.workflow if run is not None else None,
+                context=self.context,  # exemplars point at this call
+            )
 
     def on_event(self, payload: Mapping[str, Any]) -> None:
         """Read the response model and cached tokens from an `LLMCallEvent`'s response."""
@@ -192,7 +184,7 @@ class ModelCall:
 _warned_unpriced: set[str] = set()
 
 
-def _unpriced(telemetry: Any, model: str | None, tokens: int) -> None:
+def _unpriced(telemetry: Telemetry, model: str | None, tokens: int) -> None:
     """Count the tokens of a call we cannot price; warn once per model."""
     name = model or "unknown"
     telemetry.instruments.tokens_unpriced.add(tokens, {sc.GEN_AI_REQUEST_MODEL: name})
@@ -207,7 +199,9 @@ def _unpriced(telemetry: Any, model: str | None, tokens: int) -> None:
             )
 
 
-def _start(client: object, args: Sequence[Any], kwargs: Mapping[str, Any]) -> ModelCall | None:
+def _start(
+    client: object, args: Sequence[Any], kwargs: Mapping[str, Any], *, streaming: bool = False
+) -> ModelCall | None:
     if _current_call.get() is not None:  # a subclass calling super().create(): one span per call
         return None
     try:
@@ -216,7 +210,7 @@ def _start(client: object, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Mo
         telemetry = current(None)
         if telemetry.disabled:
             return None
-        return ModelCall(telemetry, client, args, kwargs)
+        return ModelCall(telemetry, client, args, kwargs, streaming=streaming)
     except Exception:
         logger.warning("otel-agents could not trace a model call", exc_info=True)
         return None
@@ -259,7 +253,7 @@ def _wrap_create_stream(
 async def _traced_stream(
     original: Callable[..., AsyncGenerator[Any, None]], client: Any, args: Any, kwargs: dict[str, Any]
 ) -> AsyncGenerator[Any, None]:
-    call = _start(client, args, kwargs)  # at the first item asked for: the call starts then
+    call = _start(client, args, kwargs, streaming=True)  # at the first item asked for: the call starts then
     if call is None:
         async for item in original(client, *args, **kwargs):
             yield item

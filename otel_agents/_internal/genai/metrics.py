@@ -1,5 +1,8 @@
 """The instruments otel-agents records (a contract: the README lists them).
 
+`gen_ai.client.token.usage` and `gen_ai.client.operation.duration` are recorded by util-genai's
+handler (`genai.inference`), with the same buckets as `TOKEN_BUCKETS` and `DURATION_BUCKETS`.
+
 Low-cardinality attributes only: model, agent, team, stop kind, token type, error type. Never a
 run id. Histogram points recorded inside a run carry its trace as an exemplar where the exporter
 supports exemplars (OTLP does).
@@ -8,13 +11,16 @@ supports exemplars (OTLP does).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry import metrics
 from opentelemetry.context import Context
 
 from otel_agents._internal import keys as sc
 from otel_agents._version import __version__
+
+if TYPE_CHECKING:
+    from otel_agents._internal.telemetry import Telemetry
 
 TOKEN_BUCKETS: Final = [4.0**i for i in range(14)]  # 1, 4, 16, ... 67108864
 DURATION_BUCKETS: Final = [0.01 * 2**i for i in range(14)]  # 0.01 ... 81.92
@@ -32,21 +38,9 @@ class Instruments:
     our own pipeline built with no metric reader), no-op ones and no measurement made at all: a
     measurement costs more than a span here, and nobody would read it."""
 
-    def __init__(self, meter_provider: metrics.MeterProvider, telemetry: Any, *, exported: bool = True) -> None:
+    def __init__(self, meter_provider: metrics.MeterProvider, telemetry: Telemetry, *, exported: bool = True) -> None:
         self.exported = exported
         meter = (meter_provider if exported else metrics.NoOpMeterProvider()).get_meter("otel_agents", __version__)
-        self.token_usage = meter.create_histogram(
-            "gen_ai.client.token.usage",
-            unit="{token}",
-            description="Tokens used per model call, by token type",
-            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
-        )
-        self.operation_duration = meter.create_histogram(
-            "gen_ai.client.operation.duration",
-            unit="s",
-            description="Duration of model calls",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-        )
         self.workflow_duration = meter.create_histogram(
             "gen_ai.workflow.duration",
             unit="s",
@@ -88,44 +82,26 @@ class Instruments:
             description="Spans the pipeline could not deliver (failed exports, full queues, shutdown cut-offs)",
         )
 
-    def model_call(
+    def model_call_cost(
         self,
+        cost_usd: float,
         *,
-        provider: str,
         model: str | None,
         agent: str | None,
         workflow: str | None,
-        input_tokens: int | None,
-        output_tokens: int | None,
-        duration_s: float,
-        cost_usd: float | None,
-        error_type: str | None,
         context: Context,
     ) -> None:
-        """One model call: its tokens, duration and cost, recorded in the context of its span (for exemplars)."""
+        """One priced model call's cost, recorded in the context of its span (for exemplars).
+
+        The call's tokens and duration (`gen_ai.client.token.usage`, `gen_ai.client.operation.duration`)
+        are util-genai's: `genai.inference` records them."""
         if not self.exported:
             return
-        common = _present(
-            {
-                sc.GEN_AI_OPERATION_NAME: sc.OPERATION_CHAT,
-                sc.GEN_AI_PROVIDER_NAME: provider,
-                sc.GEN_AI_REQUEST_MODEL: model,
-                sc.GEN_AI_AGENT_NAME: agent,
-            }
+        self.cost.add(
+            cost_usd,
+            _present({sc.GEN_AI_WORKFLOW_NAME: workflow, sc.GEN_AI_AGENT_NAME: agent, sc.GEN_AI_REQUEST_MODEL: model}),
+            context=context,
         )
-        if input_tokens is not None:
-            self.token_usage.record(input_tokens, {**common, sc.GEN_AI_TOKEN_TYPE: "input"}, context=context)
-        if output_tokens is not None:
-            self.token_usage.record(output_tokens, {**common, sc.GEN_AI_TOKEN_TYPE: "output"}, context=context)
-        self.operation_duration.record(duration_s, _present({**common, sc.ERROR_TYPE: error_type}), context=context)
-        if cost_usd is not None:
-            self.cost.add(
-                cost_usd,
-                _present(
-                    {sc.GEN_AI_WORKFLOW_NAME: workflow, sc.GEN_AI_AGENT_NAME: agent, sc.GEN_AI_REQUEST_MODEL: model}
-                ),
-                context=context,
-            )
 
     def run_ended(
         self,

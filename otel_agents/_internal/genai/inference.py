@@ -1,0 +1,134 @@
+"""A model call as util-genai records it: the `chat {model}` span and the `gen_ai.client.*` metrics.
+
+Everything GenAI instrumentations of OpenTelemetry emit goes through `opentelemetry-util-genai`'s
+`TelemetryHandler`; so do our model calls. That keeps the span's and the metrics' `gen_ai.*`
+attributes as that library tracks the conventions, and lets its suppression work: a GenAI
+instrumentation of the client library underneath (`opentelemetry-instrumentation-genai-openai`)
+finds our inference in the context and records no second span and no second token count.
+
+What util-genai does not do our way is done here: message content follows our policy (off unless
+`configure(capture_content=...)` or the variable says so, redacted and bounded), never util-genai's
+own reading of `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`: we hand it no messages, only
+the attributes our policy allows. An error is recorded by its type name only (an exception's
+message may carry user content). util-genai's log events are not emitted: we have no log pipeline.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Final
+
+from opentelemetry import metrics
+from opentelemetry._logs import NoOpLoggerProvider
+from opentelemetry.context import Context, get_value
+from opentelemetry.util.genai.handler import TelemetryHandler
+from opentelemetry.util.genai.invocation import CLIENT_INFERENCE_CONTEXT_KEY, Error, InferenceData
+
+from otel_agents._internal import keys as sc
+from otel_agents._version import __version__
+
+if TYPE_CHECKING:
+    from otel_agents._internal.telemetry import Telemetry
+
+SCOPE: Final = "otel_agents"
+_SPAN_MODES: Final = ("SPAN_ONLY", "SPAN_AND_EVENT")
+_EVENT_MODES: Final = ("EVENT_ONLY", "SPAN_AND_EVENT")
+
+_handlers: weakref.WeakKeyDictionary[Telemetry, TelemetryHandler] = weakref.WeakKeyDictionary()
+_handlers_lock = threading.Lock()
+
+
+def handler_for(telemetry: Telemetry) -> TelemetryHandler:
+    """The one `TelemetryHandler` of `telemetry`, made at its first model call.
+
+    Its tracer is the run-aware provider's, so a call's span lands in its run's trace; with no
+    metrics destination its meter is a no-op one, so no measurement is made (as for our own
+    instruments)."""
+    handler = _handlers.get(telemetry)
+    if handler is None:
+        with _handlers_lock:
+            handler = _handlers.get(telemetry)
+            if handler is None:
+                meter_provider = (
+                    telemetry.meter_provider if telemetry.instruments.exported else metrics.NoOpMeterProvider()
+                )
+                handler = _handlers[telemetry] = TelemetryHandler(
+                    tracer_provider=telemetry.tracer_provider,
+                    meter_provider=meter_provider,
+                    logger_provider=NoOpLoggerProvider(),
+                    instrumentation_scope_name=SCOPE,
+                    instrumentation_scope_version=__version__,
+                )
+    return handler
+
+
+class Inference:
+    """One model call, started now: a util-genai inference invocation, not attached to the context.
+
+    The caller makes `context` current wherever the call runs (its span, and the marker util-genai's
+    suppression looks for), and calls `finish` once."""
+
+    def __init__(
+        self,
+        telemetry: Telemetry,
+        *,
+        provider: str,
+        request_model: str | None,
+        agent: str | None,
+        streaming: bool = False,
+    ) -> None:
+        self._content = telemetry.settings.content
+        # Inside another GenAI instrumentation's inference, util-genai gives us no span of our own:
+        # what we know is handed to that outer invocation, and we touch no span.
+        self.suppressed = isinstance(get_value(CLIENT_INFERENCE_CONTEXT_KEY), InferenceData)
+        invocation = handler_for(telemetry).inference(provider, request_model=request_model)
+        invocation.suspend()  # started attached; the caller attaches `context` around the call itself
+        if streaming:
+            invocation.request_stream = True
+        if agent is not None:
+            invocation.attributes[sc.GEN_AI_AGENT_NAME] = agent
+            invocation.metric_attributes[sc.GEN_AI_AGENT_NAME] = agent
+        self._invocation = invocation
+
+    @property
+    def context(self) -> Context:
+        """The context holding the call's span (for the call itself, and for exemplars)."""
+        return self._invocation.context
+
+    def finish(
+        self,
+        *,
+        response_model: str | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        cache_read_input_tokens: int | None = None,
+        finish_reasons: Sequence[str] | None = None,
+        cost_usd: float | None = None,
+        content: Mapping[str, str] | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        """End the span and record the call's duration and tokens (util-genai's metrics)."""
+        invocation = self._invocation
+        if response_model is not None:
+            invocation.response_model_name = response_model
+        invocation.input_tokens = input_tokens
+        invocation.output_tokens = output_tokens
+        invocation.cache_read_input_tokens = cache_read_input_tokens
+        if finish_reasons is not None:
+            invocation.finish_reasons = finish_reasons
+        if cost_usd is not None:
+            invocation.attributes[sc.COST_USD] = cost_usd
+        if content and self._content.enabled:
+            if self._content.mode in _SPAN_MODES:
+                invocation.attributes.update(content)
+            if self._content.mode in _EVENT_MODES and not self.suppressed:
+                invocation.span.add_event(sc.GEN_AI_INFERENCE_DETAILS_EVENT, dict(content))
+        if error is None:
+            invocation.stop()
+            return
+        error_type = type(error).__name__  # the type the caller receives, never its message
+        if not self.suppressed:
+            invocation.span.add_event("exception", {"exception.type": error_type})
+        invocation.fail(Error(message=error_type, type=error_type, exception=error))
