@@ -35,33 +35,38 @@ def measure_operations(repeat: int) -> dict[str, dict[str, Any]]:
 
 def _measure_metrics(repeat: int) -> dict[str, dict[str, Any]]:
     """Measurements are made only when metrics go somewhere; what they cost when they do."""
+    from autogen_core.models import CreateResult, RequestUsage
+    from opentelemetry import context as otel_context
     from opentelemetry import trace
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
     from benchmarks.workloads import CountingExporter
     from otel_agents import configure
+    from otel_agents._internal.autogen.model_clients import ModelCall
 
     telemetry = configure(span_exporter=CountingExporter(), metric_readers=[InMemoryMetricReader()])
-    instruments = telemetry.instruments
-    call = telemetry.sdk_tracer_provider.get_tracer("bench").start_span("chat gpt-4o-mini")
+    call = telemetry.sdk_tracer_provider.get_tracer("bench").start_span("invoke_agent writer")
     in_call = trace.set_span_in_context(call)  # a sampled span: exemplars are offered, as in a run
+    answer = CreateResult(
+        finish_reason="stop", content="a draft", usage=RequestUsage(prompt_tokens=20, completion_tokens=3), cached=False
+    )
 
-    def model_call() -> None:
-        instruments.model_call(
-            provider="openai",
-            model="gpt-4o-mini",
-            agent="writer",
-            workflow="bench",
-            input_tokens=20,
-            output_tokens=3,
-            duration_s=0.5,
-            cost_usd=0.00001,
-            error_type=None,
-            context=in_call,
-        )
+    class Client:
+        model = "gpt-4o-mini"
+
+    client = Client()
+
+    def model_call() -> None:  # util-genai records the call's tokens and duration as the span ends
+        token = otel_context.attach(in_call)
+        try:
+            made = ModelCall(telemetry, client, (), {})
+            made.on_item(answer)
+            made.end()
+        finally:
+            otel_context.detach(token)
 
     result = {
-        "model-call metrics, per call, when metrics are exported": {
+        "model-call span and metrics, per call, when metrics are exported": {
             "us": _time(model_call, repeat),
             "when": "each model call (none without a metrics destination)",
         }
