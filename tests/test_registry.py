@@ -7,11 +7,14 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
 from otel_agents._internal.tracing import registry as registry_module
 from otel_agents._internal.tracing.registry import ENDED_RUNS_KEPT, NODES_PER_TRAIL, REGISTRY
 from tests.conftest import Capture
+from tests.support.metrics import points
 from tests.support.spans import one_trace
 from tests.support.teams import writers_room
 from tests.support.volleys import play
@@ -52,16 +55,21 @@ async def test_a_long_core_only_conversation_keeps_a_bounded_number_of_entries(n
 
 
 async def test_a_span_whose_cause_was_dropped_stays_in_the_trace_under_its_sender(
-    nested_capture: Capture, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(registry_module, "NODES_PER_TRAIL", 1)  # every cause but the newest is dropped
-    unplaced = REGISTRY.unplaced
-    await drain(otel_agents.tap(writers_room(max_messages=6).run_stream(task="go")))
+    monkeypatch.setattr(registry_module, "NODES_PER_TRAIL", 0)  # every cause is dropped at once
+    exporter, reader = InMemorySpanExporter(), InMemoryMetricReader()
+    with otel_agents.configure(span_exporter=exporter, metric_readers=[reader], runtime_spans="nested") as telemetry:
+        await drain(otel_agents.tap(writers_room(max_messages=6).run_stream(task="go")))
+        telemetry.force_flush()
+        counted = [point.value for point in points(reader.get_metrics_data(), "otel_agents.spans.unplaced")]
 
-    tree = one_trace(nested_capture.spans())
+    spans = exporter.get_finished_spans()
+    tree = one_trace(spans)
     assert tree.root.name == "invoke_workflow writers-room"
-    assert REGISTRY.unplaced > unplaced, "placed under their sender, and counted"
-    assert tree.root.attributes["gen_ai.usage.input_tokens"] > 0
+    under_sender = [s for s in spans if s.parent and s.links and s.parent.span_id == s.links[0].context.span_id]
+    assert counted == [REGISTRY.unplaced] and counted[0] > 0, "counted in a metric"
+    assert len(under_sender) >= counted[0], "each under the sender it is linked to"
 
 
 def test_traces_followed_from_elsewhere_are_forgotten_when_idle(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,9 +18,10 @@ RUNTIME_TRACER_PREFIX: Final = "autogen "
 """`TraceHelper` names its tracer f"autogen {runtime name}" (`autogen core`, `autogen grpc`...)."""
 RUNTIME_SPAN_NAME: Final = re.compile(r"^autogen (create|send|publish|process|ack)(?: (.*))?$")
 """`autogen {operation} {destination}`; the destination holds per-team UUIDs."""
-RUNTIME_OPERATIONS_DROPPED_WHEN_NESTED: Final = frozenset({"create", "ack"})
-"""Runtime spans that say nothing a reader needs (instantiating an agent, acknowledging a
-message): not recorded even with runtime spans `nested`."""
+RUNTIME_OPERATIONS_DROPPED_WHEN_NESTED: Final = frozenset({"create", "ack", "publish"})
+"""Runtime spans that say nothing a reader needs, not recorded even with runtime spans `nested`:
+instantiating an agent (`create`), acknowledging a message (`ack`), and putting a message on a
+topic (`publish`: each `process` span it causes names its sender and recipient)."""
 RUNTIME_SPAN_UUID: Final = re.compile(r"_?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 RUNTIME_SPAN_DESTINATION_KEY: Final = re.compile(r"\.\([^)]*\)-[AT]$")
 """The agent-key suffix of a destination: `.(key)-A` (an agent) or `-T` (a topic)."""

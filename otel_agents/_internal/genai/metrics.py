@@ -17,6 +17,7 @@ from opentelemetry import metrics
 from opentelemetry.context import Context
 
 from otel_agents._internal import keys as sc
+from otel_agents._internal.tracing.registry import REGISTRY
 from otel_agents._version import __version__
 
 if TYPE_CHECKING:
@@ -80,6 +81,16 @@ class Instruments:
             callbacks=[dropped],
             unit="{span}",
             description="Spans the pipeline could not deliver (failed exports, full queues, shutdown cut-offs)",
+        )
+
+        def unplaced(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+            yield metrics.Observation(REGISTRY.unplaced)
+
+        self.spans_unplaced = meter.create_observable_counter(
+            "otel_agents.spans.unplaced",
+            callbacks=[unplaced],
+            unit="{span}",
+            description="Spans placed under their sender because their cause's registry entry had been dropped",
         )
 
     def model_call_cost(

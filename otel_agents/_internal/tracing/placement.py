@@ -67,8 +67,9 @@ def stable_runtime_span_name(name: str) -> str:
     stable = _stable_names.get(name)
     if stable is None:
         stable = _stable_name(name)
-        if len(_stable_names) < _STABLE_NAMES_KEPT:  # one entry per agent and team: bounded all the same
-            _stable_names[name] = stable
+        if len(_stable_names) >= _STABLE_NAMES_KEPT:  # names carry per-team ids: start afresh when full
+            _stable_names.clear()
+        _stable_names[name] = stable
     return stable
 
 
@@ -80,14 +81,13 @@ def _stable_name(name: str) -> str:
     return f"{parts[0]} {parts[1]} {destination}" if destination else f"{parts[0]} {parts[1]}"
 
 
-def _sender(parent: SpanContext, links: Sequence[Link] | None) -> SpanContext | None:
-    """The sender a runtime span is linked to, when it is not part of a registered run: a sender
-    in another process or task when nothing local is the span's parent, or a sender in an active
-    run whose entry the registry dropped."""
+def _remote_sender(parent: SpanContext, links: Sequence[Link] | None) -> SpanContext | None:
+    """The sender a runtime span is linked to, when nothing local is its parent."""
+    if parent.is_valid:
+        return None
     for link in links or ():
-        context = link.context
-        if context.is_valid and (not parent.is_valid or REGISTRY.is_run_trace(context.trace_id)):
-            return context
+        if link.context.is_valid:
+            return link.context
     return None
 
 
@@ -176,7 +176,12 @@ class RunAwareTracer(trace.Tracer):
         parent = trace.get_current_span(context).get_span_context()
         parent_node = REGISTRY.lookup(parent)
         if role is Role.RUNTIME:
-            cause = REGISTRY.lookup_links(links) or parent_node
+            cause = REGISTRY.lookup_links(links)
+            if cause is None and links:
+                sender = REGISTRY.dropped_cause(links)
+                if sender is not None:
+                    return self._unplaced(sender, name, kind, attributes, links, start_time)
+            cause = cause or parent_node
         else:
             cause = parent_node or REGISTRY.lookup_links(links)
 
@@ -192,11 +197,11 @@ class RunAwareTracer(trace.Tracer):
                 if name.startswith(_UNRECORDED_WHEN_NESTED):
                     return NonRecordingSpan(parent if parent.is_valid else trace.INVALID_SPAN_CONTEXT)
                 name, attributes = stable_runtime_span_name(name), without_content(attributes)
-                sender = _sender(parent, links)
+                sender = _remote_sender(parent, links)
                 if sender is not None:
                     # A message from another process (gRPC metadata) or another task, outside any
-                    # tapped run, or one whose cause's entry the registry dropped: the span goes
-                    # under its sender, in the sender's trace, and the spans it causes here follow it.
+                    # tapped run: the span goes under its sender, in the sender's trace, and the
+                    # spans it causes here follow it.
                     return self._adopt(sender, name, kind, attributes, links, start_time)
             return self._tracer_of(self._provider.delegate()).start_span(
                 name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
@@ -271,6 +276,23 @@ class RunAwareTracer(trace.Tracer):
         REGISTRY.add(span.get_span_context(), node)
         return span
 
+    def _unplaced(
+        self,
+        sender: SpanContext,
+        name: str,
+        kind: SpanKind,
+        attributes: types.Attributes,
+        links: Sequence[Link] | None,
+        start_time: int | None,
+    ) -> Span:
+        """A runtime span whose cause, a span of an active run, is no longer in the registry (it
+        keeps so many entries per trace): under its sender, outside the run's totals, counted."""
+        if self._provider.runtime_spans() == "off" or name.startswith(_UNRECORDED_WHEN_NESTED):
+            return NonRecordingSpan(sender)
+        REGISTRY.unplaced += 1
+        name, attributes = stable_runtime_span_name(name), without_content(attributes)
+        return self._adopt(sender, name, kind, attributes, links, start_time)
+
     def _adopt(
         self,
         sender: SpanContext,
@@ -280,9 +302,6 @@ class RunAwareTracer(trace.Tracer):
         links: Sequence[Link] | None,
         start_time: int | None,
     ) -> Span:
-        if REGISTRY.is_run_trace(sender.trace_id):
-            # the sender is a span of an active local run whose entry was dropped (bounded registry)
-            REGISTRY.unplaced += 1
         provider = self._provider.delegate()
         span = self._tracer_of(provider).start_span(name, _context_of(sender), kind, attributes, links, start_time)
         own = span.get_span_context()
@@ -348,7 +367,11 @@ class RuntimeTracer(RunAwareTracer):
         The cause is what the general path takes for a runtime span: the linked span, else the parent.
         """
         try:
-            cause = REGISTRY.lookup_links(links) or REGISTRY.lookup(parent)
+            cause = REGISTRY.lookup_links(links)
+            if cause is None:
+                if links:  # a sender the registry does not know: the general path decides
+                    return None
+                cause = REGISTRY.lookup(parent)
             if cause is None or not self._provider.accepts(cause.run):
                 return None
             return self._runtime_span_in_run(

@@ -154,10 +154,9 @@ class Registry:
         span_id = span_context.span_id
         node = self._nodes.get(span_id)
         if node is not None:
-            try:
-                node.trail.nodes.move_to_end(span_id)  # used: dropped last
-            except KeyError:  # a workflow span: pinned
-                pass
+            nodes = node.trail.nodes
+            if span_id in nodes:  # else a workflow span: pinned
+                nodes.move_to_end(span_id)  # used: dropped last
         return node
 
     def lookup_links(self, links: Sequence[Link] | None) -> Node | None:
@@ -168,9 +167,15 @@ class Registry:
                     return node
         return None
 
-    def is_run_trace(self, trace_id: int) -> bool:
-        """Whether an active local run is in this trace."""
-        return trace_id in self._by_trace
+    def dropped_cause(self, links: Sequence[Link]) -> SpanContext | None:
+        """The linked sender of a span when it belongs to an active run's trace but is no longer
+        registered (dropped: at most `NODES_PER_TRAIL` entries per trace), and to no ended run."""
+        if self.of_ended_run(None, links) is not None:
+            return None
+        for link in links:
+            if link.context.is_valid and link.context.trace_id in self._by_trace:
+                return link.context
+        return None
 
     def of_ended_run(self, span_context: SpanContext | None, links: Sequence[Link] | None) -> SpanContext | None:
         """The parent or linked span that belongs to a recently ended run, if any."""
