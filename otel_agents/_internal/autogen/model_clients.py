@@ -20,12 +20,13 @@ import contextvars
 import functools
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from otel_agents._internal import keys as sc
+from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen.wrapping import wrap_subclasses
 from otel_agents._internal.genai.content import ContentPolicy
 from otel_agents._internal.genai.content import input_messages as content_input_messages
@@ -39,25 +40,15 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_PROVIDERS: Final[Mapping[str, str]] = {
-    "AzureOpenAIChatCompletionClient": "azure.ai.openai",
-    "AzureAIChatCompletionClient": "azure.ai.inference",
-    "OpenAIChatCompletionClient": "openai",
-    "BaseOpenAIChatCompletionClient": "openai",
-    "AnthropicChatCompletionClient": "anthropic",
-    "AnthropicBedrockChatCompletionClient": "aws.bedrock",
-    "OllamaChatCompletionClient": "ollama",
-    "ReplayChatCompletionClient": "autogen.replay",
-    "LlamaCppChatCompletionClient": "llama_cpp",
-}
 
 _current_call: contextvars.ContextVar[ModelCall | None] = contextvars.ContextVar("otel_agents_call", default=None)
 
 
 def provider_name(client: object) -> str:
     for cls in type(client).__mro__:
-        if cls.__name__ in _PROVIDERS:
-            return _PROVIDERS[cls.__name__]
+        provider = ag.MODEL_CLIENT_PROVIDERS.get(cls.__name__)
+        if provider is not None:
+            return provider
     return type(client).__module__.split(".")[0]
 
 
@@ -65,8 +56,8 @@ def request_model(client: object, extra_create_args: Mapping[str, Any] | None) -
     """The model asked for: the call's `extra_create_args`, else the client's configuration."""
     for source in (
         extra_create_args,
-        getattr(client, "_create_args", None),
-        getattr(client, "_raw_config", None),
+        getattr(client, ag.CLIENT_CREATE_ARGS, None),
+        getattr(client, ag.CLIENT_RAW_CONFIG, None),
     ):
         if isinstance(source, Mapping) and isinstance(source.get("model"), str) and source["model"]:
             return str(source["model"])
@@ -110,7 +101,7 @@ class ModelCall:
         return self.node.agent if self.node is not None and not self.node.is_runtime else None
 
     def on_item(self, item: object) -> None:
-        if type(item).__name__ == "CreateResult":
+        if type(item).__name__ == ag.CREATE_RESULT_CLASS:
             self._result = item
 
     def stopped(self, reason: str) -> None:
@@ -297,7 +288,7 @@ def _wrap_event_init(original: Callable[..., None]) -> Callable[..., None]:
         call = _current_call.get()
         if call is not None:
             try:
-                call.on_event(self.kwargs)
+                call.on_event(getattr(self, ag.LLM_EVENT_KWARGS))
             except Exception:
                 logger.debug("otel-agents could not read an LLM event", exc_info=True)
 

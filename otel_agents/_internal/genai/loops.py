@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.config.params import LOOP_THRESHOLDS, environment
 
 _DISTINCT_KEPT: Final = 2048
@@ -102,7 +103,7 @@ class LoopRules:
     def observe(self, message: Any, *, run_tokens: int | None = None, run_cost: float | None = None) -> list[LoopHit]:
         """The rules this message broke (each rule at most once per run)."""
         kind = type(message).__name__
-        if kind in ("ModelClientStreamingChunkEvent", "TaskResult"):
+        if kind in (ag.STREAM_CHUNK_CLASS, ag.TASK_RESULT_CLASS):
             return []
         self.messages += 1
         usage = getattr(message, "models_usage", None)
@@ -112,7 +113,7 @@ class LoopRules:
         hits: list[LoopHit] = []
         if limits.max_messages is not None and self.messages >= limits.max_messages:
             hits.append(_hit("messages", f"{self.messages} messages", self.messages, limits.max_messages))
-        if kind == "ToolCallRequestEvent":
+        if kind == ag.TOOL_CALL_REQUEST_CLASS:
             hits.extend(self._tool_storm(getattr(message, "content", None) or []))
         else:
             text = _text_of(message)
