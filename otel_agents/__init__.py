@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from otel_agents._internal.autogen.runtime import create_runtime
 from otel_agents._internal.config.settings import ConfigError
+from otel_agents._internal.configure import configure
 from otel_agents._internal.genai.loops import LoopLimits
 from otel_agents._internal.run.tap import run_stream, tap
-from otel_agents._internal.telemetry import Telemetry, configure
+from otel_agents._internal.telemetry import Telemetry
 from otel_agents._version import __version__
 
 if TYPE_CHECKING:

@@ -1,30 +1,25 @@
-"""`configure()` and the `Telemetry` it returns: providers, pipeline, the process-wide delegate."""
+"""`Telemetry`, the pipeline `configure()` builds, and which one is current: the latest
+`configure()`'s, else a view of the global providers. The process-wide delegating provider that
+AgentChat's spans reach through OpenTelemetry's globals lives here too."""
 
 from __future__ import annotations
 
 import atexit
 import logging
-import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
 
-from otel_agents._internal.autogen import patches as _patches
-from otel_agents._internal.config import params
-from otel_agents._internal.config.settings import ConfigError, RuntimeSpans, Settings, resolve_settings
+from otel_agents._internal.config.settings import RuntimeSpans, Settings, resolve_settings
 from otel_agents._internal.genai.loops import LoopLimits, ResolvedLimits
 from otel_agents._internal.genai.metrics import Instruments
-from otel_agents._internal.genai.prices import PriceTable, load_prices
+from otel_agents._internal.genai.prices import PriceTable
 from otel_agents._internal.run.state import Run
 from otel_agents._internal.tracing.placement import RunAwareTracerProvider
 
 if TYPE_CHECKING:
-    from opentelemetry.sdk.metrics.export import MetricReader
-    from opentelemetry.sdk.trace.export import SpanExporter
-
     from otel_agents._internal.export.pipeline import Health
     from otel_agents._internal.export.prometheus import PrometheusEndpoint
 
@@ -179,106 +174,17 @@ def _install_global(telemetry: Telemetry) -> None:
     _global_provider.target = telemetry
 
 
-def configure(
-    *,
-    service_name: str | None = None,
-    endpoint: str | None = None,
-    protocol: str | None = None,
-    headers: Mapping[str, str] | str | None = None,
-    span_exporter: SpanExporter | None = None,
-    metric_readers: Sequence[MetricReader] | None = None,
-    prometheus: tuple[str, int] | bool | None = None,
-    loop_limits: LoopLimits | None = None,
-    capture_content: bool | str | None = None,
-    redact: Callable[[str], str] | None = None,
-    prices: str | os.PathLike[str] | Mapping[str, Mapping[str, float]] | None = None,
-    store: str | os.PathLike[str] | bool | None = None,
-    runtime_spans: str | None = None,
-    set_global: bool = True,
-) -> Telemetry:
-    """Set up tracing for AutoGen team runs and return the pipeline.
-
-    Each argument left `None` is read from its variable (`OTEL_SERVICE_NAME`,
-    `OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_AGENTS_RUNTIME_SPANS`, ...), else its default. Traces go
-    over OTLP when an endpoint is set, else to the embedded store (`store`: a directory, or False
-    for none). A given `span_exporter` replaces that default destination and goes behind a batch
-    processor (honouring `OTEL_BSP_*`). A later call re-targets the process-wide provider and
-    shuts the previous pipeline down. `set_global=False` leaves OpenTelemetry's globals alone;
-    AgentChat's own `invoke_agent`/`execute_tool` spans then do not reach this pipeline.
-    """
+def activate(telemetry: Telemetry, *, set_global: bool) -> Telemetry | None:
+    """Make `telemetry` the latest pipeline (and the global provider's target unless
+    `set_global` is False); the previous latest pipeline, which the caller shuts down."""
     global _latest
-    if not isinstance(set_global, bool):
-        raise ConfigError(f"set_global={set_global!r}: expected True or False")
-    env = params.environment()  # one snapshot of the variables for every setting below
-    settings = resolve_settings(
-        service_name=service_name,
-        runtime_spans=runtime_spans,
-        endpoint=endpoint,
-        protocol=protocol,
-        headers=headers,
-        store=store,
-        capture_content=capture_content,
-        redact=redact,
-        prometheus=prometheus,
-        span_exporter_given=span_exporter is not None,
-        environ=env,
-    )
-    if span_exporter is not None:
-        params.SPAN_EXPORTER.checked(span_exporter)
-    if metric_readers is not None:
-        params.METRIC_READERS.checked(metric_readers)
-    if loop_limits is not None and not isinstance(loop_limits, LoopLimits):
-        raise ConfigError(f"loop_limits={loop_limits!r}: expected an otel_agents.LoopLimits")
-    limits = (loop_limits or LoopLimits()).resolved(env)  # validates OTEL_AGENTS_* thresholds
-    price_table = load_prices(prices, env)
-    telemetry = _build(settings, span_exporter, metric_readers, price_table)
-    telemetry.loop_limits = limits
-    _patches.install()
     with _lock:
         previous, _latest = _latest, telemetry
-        if set_global and not settings.disabled:
+        if set_global and not telemetry.settings.disabled:
             _install_global(telemetry)
         elif _global_provider is not None and _global_provider.target is previous:
-            _global_provider.target = None  # the previous pipeline is shut down below
-    if previous is not None and previous is not telemetry:
-        previous.shutdown()
-    return telemetry
-
-
-def _build(
-    settings: Settings,
-    span_exporter: SpanExporter | None,
-    metric_readers: Sequence[MetricReader] | None,
-    prices: PriceTable,
-) -> Telemetry:
-    if settings.disabled:
-        return Telemetry(settings, trace.NoOpTracerProvider(), metrics.NoOpMeterProvider(), prices)
-
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-    from opentelemetry.sdk.trace import TracerProvider
-
-    from otel_agents._internal.export import exporters as _exporters
-    from otel_agents._internal.export import pipeline as _pipeline
-
-    exporters = ([span_exporter] if span_exporter is not None else []) + _exporters.span_exporters(settings)
-    readers = list(metric_readers or ()) + _exporters.metric_readers(settings)
-    endpoint = None
-    if settings.prometheus is not None:
-        from otel_agents._internal.export.prometheus import PrometheusEndpoint
-
-        endpoint = PrometheusEndpoint(*settings.prometheus)
-        readers.append(endpoint.reader)
-    resource = Resource.create({SERVICE_NAME: settings.service_name})
-    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-    health = _pipeline.Health()
-    for exporter in exporters:
-        tracer_provider.add_span_processor(_pipeline.make_processor(exporter, settings.content, health))
-    _pipeline.quiet_queue_full_logs()
-    meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
-    telemetry = Telemetry(settings, tracer_provider, meter_provider, prices, health, metrics_exported=bool(readers))
-    telemetry.prometheus = endpoint
-    return telemetry
+            _global_provider.target = None  # the previous pipeline is shut down by the caller
+    return previous if previous is not telemetry else None
 
 
 @atexit.register
@@ -300,7 +206,6 @@ def current(telemetry: Telemetry | None) -> Telemetry:
     providers = (trace.get_tracer_provider(), metrics.get_meter_provider())
     view = _view
     if view is None or (view.sdk_tracer_provider, view.meter_provider) != providers:
-        _patches.install()
         # built once per pair of global providers: model calls ask for it on every call
         view = _view = Telemetry(resolve_settings(), *providers)
     return view

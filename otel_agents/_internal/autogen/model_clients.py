@@ -20,7 +20,7 @@ import contextvars
 import functools
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -33,10 +33,8 @@ from otel_agents._internal.genai.content import input_messages as content_input_
 from otel_agents._internal.genai.content import output_messages as content_output_messages
 from otel_agents._internal.genai.inference import Inference
 from otel_agents._internal.run.follow import follow
+from otel_agents._internal.telemetry import Telemetry, current
 from otel_agents._internal.tracing.registry import REGISTRY, Node
-
-if TYPE_CHECKING:
-    from otel_agents._internal.telemetry import Telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -196,8 +194,6 @@ def _start(
     if _current_call.get() is not None:  # a subclass calling super().create(): one span per call
         return None
     try:
-        from otel_agents._internal.telemetry import current
-
         telemetry = current(None)
         if telemetry.disabled:
             return None

@@ -30,13 +30,12 @@ def install() -> None:
     """Wrap `BaseGroupChat.run_stream` once per process, and every model client and tool class so far."""
     from autogen_agentchat.teams import BaseGroupChat
 
-    from otel_agents._internal.autogen import model_clients as _model_calls
-    from otel_agents._internal.autogen import private as _private_patches
-    from otel_agents._internal.autogen import tools as _tools
+    # imported here, not with the package: `import otel_agents` stays cheap (util-genai, AutoGen)
+    from otel_agents._internal.autogen import model_clients, private, tools
 
-    _model_calls.install()
-    _tools.install()
-    _private_patches.install_link_cache()
+    model_clients.install()
+    tools.install()
+    private.install_link_cache()
     with _lock:
         original = BaseGroupChat.run_stream
         if getattr(original, MARK, False):

@@ -36,8 +36,8 @@ def create_runtime(
     try:
         from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime
 
-        from otel_agents._internal.autogen import private as _private_patches
+        from otel_agents._internal.autogen import private
     except ImportError:
         raise ConfigError(_GRPC_MISSING) from None
-    _private_patches.install_grpc()
+    private.install_grpc()
     return GrpcWorkerAgentRuntime(host_address=host_address, tracer_provider=resolved.tracer_provider, **runtime_kwargs)

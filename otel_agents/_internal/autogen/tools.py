@@ -19,6 +19,7 @@ from otel_agents._internal import keys as sc
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen.wrapping import wrap_subclasses
 from otel_agents._internal.genai.content import ContentPolicy
+from otel_agents._internal.telemetry import current
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +33,6 @@ def _tool_span() -> Span | None:
 
 
 def _policy() -> ContentPolicy | None:
-    from otel_agents._internal.telemetry import current  # the pipeline imports the patches: not at import time
-
     telemetry = current(None)
     return None if telemetry.disabled or not telemetry.settings.content.enabled else telemetry.settings.content
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from opentelemetry import context as otel_context
 
 from otel_agents._internal.autogen import conventions as ag
-from otel_agents._internal.autogen import patches as _patches
+from otel_agents._internal.autogen import patches
 from otel_agents._internal.genai.loops import LoopRules
 from otel_agents._internal.run.follow import follow
 from otel_agents._internal.run.state import Run
@@ -40,7 +40,7 @@ def start_run(telemetry: Telemetry, name: str) -> WorkflowSpan | None:
     if telemetry.disabled:
         return None
     try:
-        _patches.install()  # model client classes defined since configure()
+        patches.install()  # model client classes defined since configure()
         run = Run(
             provider=telemetry.sdk_tracer_provider,
             runtime_spans=telemetry.settings.runtime_spans,

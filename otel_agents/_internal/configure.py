@@ -1,0 +1,115 @@
+"""`configure()`: settings resolved, the pipeline built, AutoGen patched, the pipeline made current."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from opentelemetry import metrics, trace
+
+from otel_agents._internal.autogen import patches
+from otel_agents._internal.config import params
+from otel_agents._internal.config.settings import ConfigError, Settings, resolve_settings
+from otel_agents._internal.genai.loops import LoopLimits
+from otel_agents._internal.genai.prices import PriceTable, load_prices
+from otel_agents._internal.telemetry import Telemetry, activate
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics.export import MetricReader
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+
+def configure(
+    *,
+    service_name: str | None = None,
+    endpoint: str | None = None,
+    protocol: str | None = None,
+    headers: Mapping[str, str] | str | None = None,
+    span_exporter: SpanExporter | None = None,
+    metric_readers: Sequence[MetricReader] | None = None,
+    prometheus: tuple[str, int] | bool | None = None,
+    loop_limits: LoopLimits | None = None,
+    capture_content: bool | str | None = None,
+    redact: Callable[[str], str] | None = None,
+    prices: str | os.PathLike[str] | Mapping[str, Mapping[str, float]] | None = None,
+    store: str | os.PathLike[str] | bool | None = None,
+    runtime_spans: str | None = None,
+    set_global: bool = True,
+) -> Telemetry:
+    """Set up tracing for AutoGen team runs and return the pipeline.
+
+    Each argument left `None` is read from its variable (`OTEL_SERVICE_NAME`,
+    `OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_AGENTS_RUNTIME_SPANS`, ...), else its default. Traces go
+    over OTLP when an endpoint is set, else to the embedded store (`store`: a directory, or False
+    for none). A given `span_exporter` replaces that default destination and goes behind a batch
+    processor (honouring `OTEL_BSP_*`). A later call re-targets the process-wide provider and
+    shuts the previous pipeline down. `set_global=False` leaves OpenTelemetry's globals alone;
+    AgentChat's own `invoke_agent`/`execute_tool` spans then do not reach this pipeline.
+    """
+    if not isinstance(set_global, bool):
+        raise ConfigError(f"set_global={set_global!r}: expected True or False")
+    env = params.environment()  # one snapshot of the variables for every setting below
+    settings = resolve_settings(
+        service_name=service_name,
+        runtime_spans=runtime_spans,
+        endpoint=endpoint,
+        protocol=protocol,
+        headers=headers,
+        store=store,
+        capture_content=capture_content,
+        redact=redact,
+        prometheus=prometheus,
+        span_exporter_given=span_exporter is not None,
+        environ=env,
+    )
+    if span_exporter is not None:
+        params.SPAN_EXPORTER.checked(span_exporter)
+    if metric_readers is not None:
+        params.METRIC_READERS.checked(metric_readers)
+    if loop_limits is not None and not isinstance(loop_limits, LoopLimits):
+        raise ConfigError(f"loop_limits={loop_limits!r}: expected an otel_agents.LoopLimits")
+    limits = (loop_limits or LoopLimits()).resolved(env)  # validates OTEL_AGENTS_* thresholds
+    price_table = load_prices(prices, env)
+    telemetry = _build(settings, span_exporter, metric_readers, price_table)
+    telemetry.loop_limits = limits
+    patches.install()
+    previous = activate(telemetry, set_global=set_global)
+    if previous is not None:
+        previous.shutdown()
+    return telemetry
+
+
+def _build(
+    settings: Settings,
+    span_exporter: SpanExporter | None,
+    metric_readers: Sequence[MetricReader] | None,
+    prices: PriceTable,
+) -> Telemetry:
+    if settings.disabled:
+        return Telemetry(settings, trace.NoOpTracerProvider(), metrics.NoOpMeterProvider(), prices)
+
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from otel_agents._internal.export import exporters, pipeline
+
+    span_exporters = ([span_exporter] if span_exporter is not None else []) + exporters.span_exporters(settings)
+    readers = list(metric_readers or ()) + exporters.metric_readers(settings)
+    endpoint = None
+    if settings.prometheus is not None:
+        from otel_agents._internal.export.prometheus import PrometheusEndpoint
+
+        endpoint = PrometheusEndpoint(*settings.prometheus)
+        readers.append(endpoint.reader)
+    resource = Resource.create({SERVICE_NAME: settings.service_name})
+    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    health = pipeline.Health()
+    for exporter in span_exporters:
+        tracer_provider.add_span_processor(pipeline.make_processor(exporter, settings.content, health))
+    pipeline.quiet_queue_full_logs()
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
+    telemetry = Telemetry(settings, tracer_provider, meter_provider, prices, health, metrics_exported=bool(readers))
+    telemetry.prometheus = endpoint
+    return telemetry
