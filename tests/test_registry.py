@@ -3,16 +3,18 @@ dropped causes without losing the trace."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanContext
 
 import otel_agents
 from otel_agents._internal.tracing import registry as registry_module
-from otel_agents._internal.tracing.registry import ENDED_RUNS_KEPT, NODES_PER_TRAIL, REGISTRY
+from otel_agents._internal.tracing.registry import ENDED_RUNS_KEPT, NODES_PER_TRAIL, REGISTRY, Node
 from tests.conftest import Capture
 from tests.support.metrics import points
 from tests.support.spans import one_trace
@@ -24,21 +26,32 @@ async def drain(stream: Any) -> list[Any]:
     return [item async for item in stream]
 
 
-async def test_many_runs_leave_nothing_but_a_few_ended_runs_behind(capture: Capture) -> None:
+async def one_run_remembered(monkeypatch: pytest.MonkeyPatch) -> int:
+    """The span ids one 3-message run leaves remembered, measured with every older run forgotten."""
+    with monkeypatch.context() as patch:
+        patch.setattr(registry_module, "ENDED_KEPT_S", 0.0)
+        await drain(otel_agents.tap(writers_room(max_messages=3).run_stream(task="go")))
+        return REGISTRY.remembered_ended_spans
+
+
+async def test_many_runs_leave_nothing_but_a_few_ended_runs_behind(
+    capture: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    per_run = await one_run_remembered(monkeypatch)
+    assert per_run > 0, "an ended run's span ids are remembered for a while"
     before = len(REGISTRY)
     for _ in range(ENDED_RUNS_KEPT * 3):
         await drain(otel_agents.tap(writers_room(max_messages=3).run_stream(task="go")))
         assert len(REGISTRY) == before, "a run's entries are released when it ends"
-    per_run = REGISTRY.remembered_ended_spans / ENDED_RUNS_KEPT
-    assert 0 < per_run < 50, "only the last few runs' span ids are remembered"
+    assert REGISTRY.remembered_ended_spans == per_run * ENDED_RUNS_KEPT, "the last few runs' only"
 
 
 async def test_ended_runs_are_forgotten_after_a_while(capture: Capture, monkeypatch: pytest.MonkeyPatch) -> None:
     await drain(otel_agents.tap(writers_room(max_messages=3).run_stream(task="go")))
-    assert REGISTRY.remembered_ended_spans > 0
-    monkeypatch.setattr(registry_module, "ENDED_KEPT_S", 0.0)
     await drain(otel_agents.tap(writers_room(max_messages=3).run_stream(task="again")))
-    assert REGISTRY.remembered_ended_spans <= 40, "older runs' ids forgotten once their time is up"
+    assert REGISTRY.remembered_ended_spans >= 2 * await one_run_remembered(monkeypatch) > 0
+    # one_run_remembered ran a third run after the time was up: only that one is remembered now
+    assert REGISTRY.remembered_ended_spans == await one_run_remembered(monkeypatch)
 
 
 async def test_a_long_core_only_conversation_keeps_a_bounded_number_of_entries(nested_capture: Capture) -> None:
@@ -58,6 +71,7 @@ async def test_a_span_whose_cause_was_dropped_stays_in_the_trace_under_its_sende
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(registry_module, "NODES_PER_TRAIL", 0)  # every cause is dropped at once
+    unplaced_before = REGISTRY.unplaced
     exporter, reader = InMemorySpanExporter(), InMemoryMetricReader()
     with otel_agents.configure(span_exporter=exporter, metric_readers=[reader], runtime_spans="nested") as telemetry:
         await drain(otel_agents.tap(writers_room(max_messages=6).run_stream(task="go")))
@@ -68,14 +82,34 @@ async def test_a_span_whose_cause_was_dropped_stays_in_the_trace_under_its_sende
     tree = one_trace(spans)
     assert tree.root.name == "invoke_workflow writers-room"
     under_sender = [s for s in spans if s.parent and s.links and s.parent.span_id == s.links[0].context.span_id]
-    assert counted == [REGISTRY.unplaced] and counted[0] > 0, "counted in a metric"
+    assert counted == [REGISTRY.unplaced] and REGISTRY.unplaced > unplaced_before, "counted in a metric"
+    assert len(tree.named("invoke_agent ")) == 5, "every turn still in the trace"
     assert len(under_sender) >= counted[0], "each under the sender it is linked to"
 
 
-def test_traces_followed_from_elsewhere_are_forgotten_when_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_traces_followed_from_elsewhere_are_kept_while_used_and_forgotten_when_idle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [time.monotonic() + 10_000.0]  # later than anything followed so far: they go first
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(registry_module, "FOLLOWED_IDLE_S", 60.0)
     provider = trace.NoOpTracerProvider()
     first = REGISTRY.followed(0xA1, provider, "nested")
+    span = SpanContext(0xA1, 0xB1, is_remote=False)
+    REGISTRY.add(span, Node(first, span, span, is_runtime=False))
     assert REGISTRY.followed(0xA1, provider, "nested") is first, "followed while active"
-    monkeypatch.setattr(registry_module, "FOLLOWED_IDLE_S", 0.0)
+
+    clock[0] += 59.0
+    REGISTRY.add(SpanContext(0xA1, 0xB2, is_remote=False), Node(first, span, span, is_runtime=False))
+    clock[0] += 59.0  # 118 s after it started, 59 s after its last span
     REGISTRY.followed(0xA2, provider, "nested")
-    assert REGISTRY.followed_traces == 1, "the idle trace was forgotten when a new one arrived"
+    assert REGISTRY.lookup(span) is not None, "a span placed in it keeps it followed"
+
+    clock[0] += 2.0  # 61 s after its last span
+    REGISTRY.followed(0xA3, provider, "nested")
+    assert REGISTRY.lookup(span) is None and REGISTRY.entries(0xA1) == 0, "idle: forgotten, its entries too"
+    assert REGISTRY.followed_traces == 2
+
+    clock[0] += 61.0
+    REGISTRY.followed(0xA4, provider, "nested")
+    assert REGISTRY.followed_traces == 1, "every idle trace forgotten"

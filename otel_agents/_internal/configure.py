@@ -97,19 +97,22 @@ def _build(
 
     span_exporters = ([span_exporter] if span_exporter is not None else []) + exporters.span_exporters(settings)
     readers = list(metric_readers or ()) + exporters.metric_readers(settings)
-    endpoint = None
+    scrape_endpoint = None
     if settings.prometheus is not None:
         from otel_agents._internal.export.prometheus import PrometheusEndpoint
 
-        endpoint = PrometheusEndpoint(*settings.prometheus)
-        readers.append(endpoint.reader)
+        scrape_endpoint = PrometheusEndpoint(*settings.prometheus)
+        readers.append(scrape_endpoint.reader)
     resource = Resource.create({SERVICE_NAME: settings.service_name})
     tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     health = pipeline.Health()
-    for exporter in span_exporters:
-        tracer_provider.add_span_processor(pipeline.make_processor(exporter, settings.content, health))
+    # one exporter per name of settings.traces_exporters, in order, after the given one
+    names = [None] * (len(span_exporters) - len(settings.traces_exporters)) + list(settings.traces_exporters)
+    for name, exporter in zip(names, span_exporters, strict=True):
+        sent_to = settings.traces.endpoint if name == "otlp" else None
+        tracer_provider.add_span_processor(pipeline.make_processor(exporter, settings.content, health, sent_to))
     pipeline.quiet_queue_full_logs()
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
     telemetry = Telemetry(settings, tracer_provider, meter_provider, prices, health, metrics_exported=bool(readers))
-    telemetry.prometheus = endpoint
+    telemetry.prometheus = scrape_endpoint
     return telemetry

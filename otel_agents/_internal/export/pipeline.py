@@ -140,18 +140,16 @@ def _copy(span: ReadableSpan, *, attributes: Any, events: Sequence[Event], statu
 class GuardedExporter(SpanExporter):
     """Scrubs content, never raises, counts what it could not deliver, logs one line per outage."""
 
-    def __init__(self, exporter: SpanExporter, policy: ContentPolicy, health: Health) -> None:
+    def __init__(
+        self, exporter: SpanExporter, policy: ContentPolicy, health: Health, endpoint: str | None = None
+    ) -> None:
         self.exporter = exporter
         self._policy = policy
         self._health = health
         self._failing = False
         self.handed_spans = 0
-
-    @property
-    def destination(self) -> str:
-        endpoint = getattr(self.exporter, "_endpoint", None)
-        name = type(self.exporter).__name__
-        return f"{name} {endpoint}" if isinstance(endpoint, str) else name
+        self.destination = f"{type(exporter).__name__} {endpoint}" if endpoint else type(exporter).__name__
+        """What the outage warning names: the exporter, and the endpoint it was configured with."""
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         self.handed_spans += len(spans)
@@ -263,7 +261,9 @@ def _quietly(action: Any) -> None:
         logger.warning("otel-agents: shutting down part of the pipeline failed", exc_info=True)
 
 
-def make_processor(exporter: SpanExporter, policy: ContentPolicy, health: Health) -> BoundedBatchSpanProcessor:
-    processor = BoundedBatchSpanProcessor(GuardedExporter(exporter, policy, health))
+def make_processor(
+    exporter: SpanExporter, policy: ContentPolicy, health: Health, endpoint: str | None = None
+) -> BoundedBatchSpanProcessor:
+    processor = BoundedBatchSpanProcessor(GuardedExporter(exporter, policy, health, endpoint))
     health.processors.append(processor)
     return processor

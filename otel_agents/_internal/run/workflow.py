@@ -162,6 +162,15 @@ class WorkflowSpan:
         self.stop_kind = "error"
 
     def end(self) -> None:
+        try:
+            self._end()
+        finally:  # whatever happened above, the registry lets go of the run (or nested team)
+            if self.is_root:
+                REGISTRY.end(self.trail)
+            else:
+                REGISTRY.close_workflow(self.trail, self.span.get_span_context())
+
+    def _end(self) -> None:
         span = self.span
         totals = self.run.totals
         from_calls = self.is_root and totals.calls > 0  # every model call of the run, counted once
@@ -180,7 +189,7 @@ class WorkflowSpan:
             mark_error(span, self._error)
         span.end()
         if self.is_root:
-            REGISTRY.end(self.trail)
+            self.run.ended = True  # model calls ending from now on are not the run's
             if self.run.instruments is not None:
                 self.run.instruments.run_ended(
                     workflow=self.run.workflow,

@@ -13,7 +13,7 @@ and then start the span through the SDK tracer's own `start_span`:
   span, so depth does not grow with the number of messages. With runtime spans `off` it is not
   recorded: its workflow's span context stands in for it (made current for its block, copied by
   AutoGen into the next message's envelope), which keeps the chain of causes intact. With `nested`,
-  `create` and `ack` spans are not recorded either (they say nothing a reader needs);
+  `create`, `ack` and `publish` spans are not recorded either (they say nothing a reader needs);
 - an agent turn (`invoke_agent`) goes directly under the workflow of its cause;
 - any other span goes under its parent, or under the workflow when the parent is a runtime span
   (a model call made by no agent, such as a selector choosing the next speaker);
@@ -42,7 +42,7 @@ from otel_agents._internal import keys as sc
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.config.settings import RuntimeSpans
 from otel_agents._internal.run.state import Run
-from otel_agents._internal.tracing.registry import REGISTRY, Node
+from otel_agents._internal.tracing.registry import REGISTRY, Node, Trail
 
 logger = logging.getLogger(__name__)
 
@@ -178,9 +178,9 @@ class RunAwareTracer(trace.Tracer):
         if role is Role.RUNTIME:
             cause = REGISTRY.lookup_links(links)
             if cause is None and links:
-                sender = REGISTRY.dropped_cause(links)
-                if sender is not None:
-                    return self._unplaced(sender, name, kind, attributes, links, start_time)
+                dropped = REGISTRY.dropped_cause(links)
+                if dropped is not None:
+                    return self._unplaced(*dropped, name, kind, attributes, links, start_time)
             cause = cause or parent_node
         else:
             cause = parent_node or REGISTRY.lookup_links(links)
@@ -202,7 +202,7 @@ class RunAwareTracer(trace.Tracer):
                     # A message from another process (gRPC metadata) or another task, outside any
                     # tapped run: the span goes under its sender, in the sender's trace, and the
                     # spans it causes here follow it.
-                    return self._adopt(sender, name, kind, attributes, links, start_time)
+                    return self._under_sender(sender, name, kind, attributes, links, start_time)
             return self._tracer_of(self._provider.delegate()).start_span(
                 name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
             )
@@ -249,20 +249,17 @@ class RunAwareTracer(trace.Tracer):
         record_exception: bool,
         set_status_on_exception: bool,
     ) -> Span:
-        """A runtime span caused in a run: its stand-in (`off`, and `create`/`ack` when `nested`),
-        or started under its cause's anchor."""
+        """A runtime span caused in a run: its stand-in (`off`, and `create`/`ack`/`publish` when
+        `nested`), or started under its cause's anchor."""
         trail = cause.trail
         if trail.run.runtime_spans == "off":
             return NonRecordingSpan(cause.workflow)
         if name.startswith(_UNRECORDED_WHEN_NESTED):
             return NonRecordingSpan(cause.anchor)
-        placed = trail.under_anchor.get(cause.anchor.span_id)
-        if placed is None:  # one per anchor (a turn or a workflow), shared by its runtime spans
-            placed = trail.under_anchor[cause.anchor.span_id] = (
-                _context_of(cause.anchor),
-                Node(trail, cause.anchor, cause.workflow, is_runtime=True),
-            )
-        parent, node = placed
+        # one parent context and node per anchor (a turn or a workflow), shared by its runtime spans
+        parent, node = REGISTRY.placed_under(
+            trail, cause.anchor, lambda: (_context_of(cause.anchor), Node(trail, cause.anchor, cause.workflow, True))
+        )
         span = self._tracer_of(trail.run.provider).start_span(
             stable_runtime_span_name(name),
             parent,
@@ -279,6 +276,7 @@ class RunAwareTracer(trace.Tracer):
     def _unplaced(
         self,
         sender: SpanContext,
+        trail: Trail,
         name: str,
         kind: SpanKind,
         attributes: types.Attributes,
@@ -286,14 +284,17 @@ class RunAwareTracer(trace.Tracer):
         start_time: int | None,
     ) -> Span:
         """A runtime span whose cause, a span of an active run, is no longer in the registry (it
-        keeps so many entries per trace): under its sender, outside the run's totals, counted."""
-        if self._provider.runtime_spans() == "off" or name.startswith(_UNRECORDED_WHEN_NESTED):
+        keeps so many entries per trace): under its sender, in the run's pipeline, counted. It is
+        not registered, so the spans it causes take this path too, outside the run's totals."""
+        run = trail.run
+        if run.runtime_spans == "off" or name.startswith(_UNRECORDED_WHEN_NESTED):
             return NonRecordingSpan(sender)
         REGISTRY.unplaced += 1
-        name, attributes = stable_runtime_span_name(name), without_content(attributes)
-        return self._adopt(sender, name, kind, attributes, links, start_time)
+        return self._tracer_of(run.provider).start_span(
+            stable_runtime_span_name(name), _context_of(sender), kind, without_content(attributes), links, start_time
+        )
 
-    def _adopt(
+    def _under_sender(
         self,
         sender: SpanContext,
         name: str,
@@ -309,7 +310,7 @@ class RunAwareTracer(trace.Tracer):
         REGISTRY.add(own, Node(trail, own, own, is_runtime=False))
         return span
 
-    @_agnosticcontextmanager
+    @_agnosticcontextmanager  # the API's own: usable as `with` and as a decorator of async functions
     def start_as_current_span(
         self,
         name: str,

@@ -12,7 +12,8 @@ started, which run that span belongs to, and under which turn (*anchor*) and wor
   that late spans they cause (AutoGen acknowledging a message after the run span ended) are
   dropped rather than started as traces of their own;
 - traces followed from other processes (gRPC) or from runtime spans outside any tapped run: at most
-  `FOLLOWED_KEPT`, each forgotten after `FOLLOWED_IDLE_S` seconds without a new span.
+  `FOLLOWED_KEPT`, each forgotten after `FOLLOWED_IDLE_S` seconds without a span placed in it
+  (checked whenever a trace starts being followed and whenever a run ends).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -37,6 +38,8 @@ ENDED_RUNS_KEPT: Final = 8
 ENDED_KEPT_S: Final = 30.0
 FOLLOWED_KEPT: Final = 64
 FOLLOWED_IDLE_S: Final = 300.0
+FOLLOWED: Final = "followed"
+"""The workflow name of the run that stands for a followed trace."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +71,10 @@ class Trail:
         self.nodes: OrderedDict[int, Node] = OrderedDict()
         """Span id -> node, least recently used first, at most `NODES_PER_TRAIL`."""
         self.pinned: dict[int, Node] = {}
-        """Workflow spans: never dropped while the run is active."""
-        self.under_anchor: dict[int, tuple[Context, Node]] = {}
-        """Per anchor span id: the parent context and node of the runtime spans placed under it."""
+        """Open workflow spans (the run's, a nested team's while it runs): never dropped."""
+        self.under_anchor: OrderedDict[int, tuple[Context, Node]] = OrderedDict()
+        """Per anchor span id: the parent context and node of the runtime spans placed under it
+        (at most `NODES_PER_TRAIL`, oldest dropped first)."""
         self.last_used = time.monotonic()
 
     def span_ids(self) -> list[int]:
@@ -78,15 +82,18 @@ class Trail:
 
 
 class Registry:
-    """Span id -> Node for the spans of active runs and followed traces (see the module docstring)."""
+    """Span id -> Node for the spans of active runs and followed traces (see the module docstring).
+
+    Every change happens under one lock: several event loops in several threads may trace runs.
+    """
 
     def __init__(self) -> None:
         self._nodes: dict[int, Node] = {}
-        self._by_trace: dict[int, Trail] = {}
+        self._runs_by_trace: dict[int, list[Trail]] = {}
         self._followed: dict[int, Trail] = {}
         self._ended: deque[tuple[float, frozenset[int]]] = deque()
         self._ended_ids: set[int] = set()
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
         self.unplaced = 0
         """Spans whose cause's entry had been dropped: placed under their sender, outside run totals."""
 
@@ -96,7 +103,7 @@ class Registry:
         """Start keeping the spans of `run`, whose run span is `workflow`."""
         trail = Trail(run, workflow.trace_id)
         with self._lock:
-            self._by_trace[workflow.trace_id] = trail
+            self._runs_by_trace.setdefault(workflow.trace_id, []).append(trail)
         self.add_workflow(trail, workflow)
         return trail
 
@@ -104,24 +111,45 @@ class Registry:
         """Register a workflow span (a run, or a nested team): its own anchor and workflow."""
         node = Node(trail, span_context, span_context, is_runtime=False)
         if span_context.is_valid:
-            trail.pinned[span_context.span_id] = node
-            self._nodes[span_context.span_id] = node
+            with self._lock:
+                trail.pinned[span_context.span_id] = node
+                self._nodes[span_context.span_id] = node
         return node
 
+    def close_workflow(self, trail: Trail, span_context: SpanContext) -> None:
+        """A nested team's span has ended: its entry is kept, but may now be dropped like any other."""
+        with self._lock:
+            node = trail.pinned.pop(span_context.span_id, None)
+            if node is not None and not trail.run.ended:
+                self._keep(trail, span_context.span_id, node)
+
     def add(self, span_context: SpanContext, node: Node) -> None:
-        if not span_context.is_valid:
-            return
-        span_id = span_context.span_id
-        trail = node.trail
+        if span_context.is_valid:
+            with self._lock:
+                self._keep(node.trail, span_context.span_id, node)
+
+    def _keep(self, trail: Trail, span_id: int, node: Node) -> None:
+        """Under the lock: one entry, the least recently used dropped beyond the bound."""
         nodes = trail.nodes
         nodes[span_id] = node
         self._nodes[span_id] = node
-        if len(nodes) > NODES_PER_TRAIL:
-            with self._lock:
-                while len(nodes) > NODES_PER_TRAIL:
-                    dropped, _ = nodes.popitem(last=False)
-                    self._nodes.pop(dropped, None)
-                    trail.under_anchor.pop(dropped, None)
+        trail.last_used = time.monotonic()
+        while len(nodes) > NODES_PER_TRAIL:
+            dropped, _ = nodes.popitem(last=False)
+            self._nodes.pop(dropped, None)
+            trail.under_anchor.pop(dropped, None)
+
+    def placed_under(
+        self, trail: Trail, anchor: SpanContext, make: Callable[[], tuple[Context, Node]]
+    ) -> tuple[Context, Node]:
+        """The parent context and node shared by the runtime spans placed under `anchor`."""
+        with self._lock:
+            placed = trail.under_anchor.get(anchor.span_id)
+            if placed is None:
+                placed = trail.under_anchor[anchor.span_id] = make()
+                while len(trail.under_anchor) > NODES_PER_TRAIL:
+                    trail.under_anchor.popitem(last=False)
+            return placed
 
     def end(self, trail: Trail) -> None:
         """Forget the run's spans, remembering their ids for a while: late spans they cause are dropped."""
@@ -134,11 +162,15 @@ class Registry:
             trail.nodes.clear()
             trail.pinned.clear()
             trail.under_anchor.clear()
-            if self._by_trace.get(trail.trace_id) is trail:
-                del self._by_trace[trail.trace_id]
+            runs = self._runs_by_trace.get(trail.trace_id)
+            if runs is not None and trail in runs:
+                runs.remove(trail)
+                if not runs:
+                    del self._runs_by_trace[trail.trace_id]
             self._ended.append((now, ids))
             self._ended_ids.update(ids)
             self._forget_ended(now)
+            self._forget_followed(now)
 
     def _forget_ended(self, now: float) -> None:
         ended = self._ended
@@ -154,9 +186,10 @@ class Registry:
         span_id = span_context.span_id
         node = self._nodes.get(span_id)
         if node is not None:
-            nodes = node.trail.nodes
-            if span_id in nodes:  # else a workflow span: pinned
-                nodes.move_to_end(span_id)  # used: dropped last
+            trail = node.trail
+            with self._lock:
+                if span_id in trail.nodes:  # else a workflow span: pinned
+                    trail.nodes.move_to_end(span_id)  # used: dropped last
         return node
 
     def lookup_links(self, links: Sequence[Link] | None) -> Node | None:
@@ -167,14 +200,16 @@ class Registry:
                     return node
         return None
 
-    def dropped_cause(self, links: Sequence[Link]) -> SpanContext | None:
-        """The linked sender of a span when it belongs to an active run's trace but is no longer
-        registered (dropped: at most `NODES_PER_TRAIL` entries per trace), and to no ended run."""
+    def dropped_cause(self, links: Sequence[Link]) -> tuple[SpanContext, Trail] | None:
+        """The linked sender of a span, and its run's trail, when the sender belongs to an active
+        run's trace but is no longer registered (dropped: at most `NODES_PER_TRAIL` entries per
+        trace) and to no recently ended run."""
         if self.of_ended_run(None, links) is not None:
             return None
         for link in links:
-            if link.context.is_valid and link.context.trace_id in self._by_trace:
-                return link.context
+            runs = self._runs_by_trace.get(link.context.trace_id) if link.context.is_valid else None
+            if runs:
+                return link.context, runs[-1]
         return None
 
     def of_ended_run(self, span_context: SpanContext | None, links: Sequence[Link] | None) -> SpanContext | None:
@@ -198,24 +233,31 @@ class Registry:
         with self._lock:
             trail = self._followed.pop(trace_id, None)
             if trail is None:
-                trail = Trail(Run(provider=provider, runtime_spans=runtime_spans, workflow="remote"), trace_id)
+                trail = Trail(Run(provider=provider, runtime_spans=runtime_spans, workflow=FOLLOWED), trace_id)
             trail.last_used = now
-            self._followed[trace_id] = trail  # most recent last
-            followed = self._followed
-            while followed:
-                oldest = next(iter(followed.values()))
-                if len(followed) <= FOLLOWED_KEPT and now - oldest.last_used <= FOLLOWED_IDLE_S:
-                    break
-                del followed[oldest.trace_id]
-                for span_id in oldest.span_ids():
-                    self._nodes.pop(span_id, None)
-                oldest.nodes.clear()
+            self._followed[trace_id] = trail  # most recently started or used last
+            self._forget_followed(now)
             return trail
 
+    def _forget_followed(self, now: float) -> None:
+        """Under the lock: followed traces idle for `FOLLOWED_IDLE_S`, and the least recently used
+        beyond `FOLLOWED_KEPT`, are forgotten."""
+        followed = self._followed
+        for trail in list(followed.values()):
+            if len(followed) <= FOLLOWED_KEPT and now - trail.last_used <= FOLLOWED_IDLE_S:
+                continue
+            del followed[trail.trace_id]
+            for span_id in trail.span_ids():
+                self._nodes.pop(span_id, None)
+            trail.nodes.clear()
+            trail.under_anchor.clear()
+
+    # --- what is kept ---------------------------------------------------------------------------
+
     def entries(self, trace_id: int) -> int:
-        """Placement entries kept for a trace (its active run's, else its followed trail's)."""
-        trail = self._by_trace.get(trace_id) or self._followed.get(trace_id)
-        return len(trail.nodes) + len(trail.pinned) if trail is not None else 0
+        """Placement entries kept for a trace: its active runs' and its followed trail's."""
+        trails = [*self._runs_by_trace.get(trace_id, ()), *filter(None, [self._followed.get(trace_id)])]
+        return sum(len(t.nodes) + len(t.pinned) for t in trails)
 
     @property
     def remembered_ended_spans(self) -> int:
