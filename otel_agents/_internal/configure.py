@@ -110,7 +110,7 @@ def _build(
     names = [None] * (len(span_exporters) - len(settings.traces_exporters)) + list(settings.traces_exporters)
     for name, exporter in zip(names, span_exporters, strict=True):
         sent_to = settings.traces.endpoint if name == "otlp" else None
-        tracer_provider.add_span_processor(pipeline.make_processor(exporter, settings.content, health, sent_to))
+        tracer_provider.add_span_processor(pipeline.make_processor(exporter, settings, health, sent_to))
     pipeline.quiet_queue_full_logs()
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
     telemetry = Telemetry(settings, tracer_provider, meter_provider, prices, health, metrics_exported=bool(readers))

@@ -97,14 +97,14 @@ class Telemetry:
         if self._shut_down:
             return
         self._shut_down = True
-        from otel_agents._internal.export.pipeline import SHUTDOWN_GRACE_S, exporter_timeout_s, shutdown_within
+        from otel_agents._internal.export.pipeline import SHUTDOWN_GRACE_S, shutdown_within
 
         actions = [
             shutdown
             for provider in (self._sdk_tracer_provider, self._meter_provider)
             if (shutdown := getattr(provider, "shutdown", None)) is not None
         ]
-        shutdown_within(actions, exporter_timeout_s() + SHUTDOWN_GRACE_S + 1.0)
+        shutdown_within(actions, self.settings.exporter_timeout_s + SHUTDOWN_GRACE_S + 1.0)
         if self.prometheus is not None:
             self.prometheus.close()
         if self.dropped_spans:

@@ -37,7 +37,8 @@ class LoopGuard(TerminationCondition, Component[LoopGuardConfig]):
 
     def __init__(self, limits: LoopLimits | None = None) -> None:
         self._limits = limits if limits is not None else LoopLimits()
-        self._rules = LoopRules(self._limits.resolved())
+        self._resolved = self._limits.resolved()  # the variables read once: reset() never raises
+        self._rules = LoopRules(self._resolved)
         self._stopped = False
 
     @property
@@ -57,7 +58,7 @@ class LoopGuard(TerminationCondition, Component[LoopGuardConfig]):
         return None
 
     async def reset(self) -> None:
-        self._rules = LoopRules(self._limits.resolved())
+        self._rules = LoopRules(self._resolved)
         self._stopped = False
 
     def _to_config(self) -> LoopGuardConfig:

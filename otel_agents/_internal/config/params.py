@@ -7,7 +7,9 @@ every variable set is validated, also when the argument wins. A bad value raises
 naming the argument or variable and the value (OTLP header values are secrets: never shown).
 
 `environment()` is the one place otel-agents reads the process environment. It returns a snapshot
-of the table's variables; everything else is handed that snapshot, as a Mapping.
+of the table's variables. `configure()` takes one and hands it to everything it resolves; what
+resolves settings outside `configure()` (the view of the global providers when `configure()` was
+never called, a `LoopGuard` when it is built, the CLI) takes its own snapshot through it.
 The README's settings table is checked against `PARAMS` by tests/test_settings_table.py.
 """
 

@@ -20,6 +20,7 @@ from otel_agents._internal.config.params import (
     CAPTURE_CONTENT,
     CONTENT_MAX_CHARS,
     DATA_HOME,
+    DEFAULT_OTLP_TIMEOUT_S,
     DEFAULT_PROTOCOL,
     DEFAULT_SERVICE_NAME,
     DEFAULT_STORE_MAX_MB,
@@ -88,6 +89,8 @@ class Settings:
     content: ContentPolicy = field(default_factory=ContentPolicy)
     prometheus: tuple[str, int] | None = None
     """Where to serve metrics for Prometheus to scrape; None: no endpoint."""
+    exporter_timeout_s: float = DEFAULT_OTLP_TIMEOUT_S
+    """The OTLP traces exporter's timeout as the SDK reads it: shutdown waits this plus a grace."""
 
 
 def _service_name(argument: object, environ: Mapping[str, str]) -> str:
@@ -258,4 +261,5 @@ def resolve_settings(
         store_max_bytes=int(max_mb * 1024 * 1024),
         content=content,
         prometheus=prometheus_at,
+        exporter_timeout_s=OTLP_TRACES.timeout.value(None, env),
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import Status
 
-from otel_agents._internal.config.params import DEFAULT_OTLP_TIMEOUT_S, OTLP_TRACES, ConfigError, environment
+from otel_agents._internal.config.settings import Settings
 from otel_agents._internal.genai.content import ContentPolicy
 
 logger = logging.getLogger(__name__)
@@ -44,17 +44,6 @@ _CONTENT_ATTRIBUTES: Final = frozenset(
 _EXCEPTION_TEXT: Final = ("exception.message", "exception.stacktrace")
 SHUTDOWN_GRACE_S: Final = 3.0
 """Added to the exporter timeout: how long shutdown may take at most (the contract says + 5 s)."""
-
-
-def exporter_timeout_s(environ: Mapping[str, str] | None = None) -> float:
-    """The OTLP traces exporter timeout as the Python SDK reads it (seconds; default 10).
-
-    `environ`: default, a snapshot of the process's (`params.environment()`).
-    """
-    try:
-        return OTLP_TRACES.timeout.value(None, environment() if environ is None else environ)
-    except ConfigError:  # refused at configure() already; a shutdown stays bounded all the same
-        return DEFAULT_OTLP_TIMEOUT_S
 
 
 @dataclass
@@ -190,9 +179,10 @@ class GuardedExporter(SpanExporter):
 class BoundedBatchSpanProcessor(BatchSpanProcessor):
     """A batch processor that counts what it drops and whose shutdown is bounded in time."""
 
-    def __init__(self, exporter: GuardedExporter) -> None:
+    def __init__(self, exporter: GuardedExporter, shutdown_within_s: float) -> None:
         super().__init__(exporter)
         self.guarded = exporter
+        self._shutdown_within_s = shutdown_within_s
         self.ended_spans = 0
         self._shut_down = False
 
@@ -215,7 +205,7 @@ class BoundedBatchSpanProcessor(BatchSpanProcessor):
     def shutdown(self) -> None:
         self._shut_down = True
         batch: Any = getattr(self, "_batch_processor", None)
-        bound_ms = int((exporter_timeout_s() + SHUTDOWN_GRACE_S) * 1000)
+        bound_ms = int(self._shutdown_within_s * 1000)
         if batch is not None:
             batch.shutdown(timeout_millis=bound_ms)
         else:  # pragma: no cover - an SDK without the shared batch processor
@@ -262,8 +252,11 @@ def _quietly(action: Any) -> None:
 
 
 def make_processor(
-    exporter: SpanExporter, policy: ContentPolicy, health: Health, endpoint: str | None = None
+    exporter: SpanExporter, settings: Settings, health: Health, endpoint: str | None = None
 ) -> BoundedBatchSpanProcessor:
-    processor = BoundedBatchSpanProcessor(GuardedExporter(exporter, policy, health, endpoint))
+    """`exporter` behind the content guard and a batch processor whose shutdown takes at most the
+    exporter timeout plus `SHUTDOWN_GRACE_S`."""
+    guarded = GuardedExporter(exporter, settings.content, health, endpoint)
+    processor = BoundedBatchSpanProcessor(guarded, settings.exporter_timeout_s + SHUTDOWN_GRACE_S)
     health.processors.append(processor)
     return processor
