@@ -16,8 +16,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 import otel_agents
-from otel_agents._internal.config.settings import ConfigError
-from otel_agents._internal.genai.prices import BUILT_IN, PriceTable, base_names, load_prices
+from otel_agents._internal.config.settings import ConfigError, load_prices
+from otel_agents._internal.genai.prices import BUILT_IN, PriceTable, base_names
 from tests.conftest import Capture
 from tests.support.metrics import points
 from tests.support.openai_server import OpenAIServer, Reply

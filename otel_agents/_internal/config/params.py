@@ -20,13 +20,12 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar, cast
+from typing import Any, Final, Generic, Literal, TypeVar, cast
 from urllib.parse import unquote
 
+from otel_agents._internal.config.errors import ConfigError
 from otel_agents._internal.genai.content import CONTENT_MODES, ContentMode
-
-if TYPE_CHECKING:
-    from otel_agents._internal.genai.prices import Price
+from otel_agents._internal.genai.prices import Price, prices_from_argument, prices_from_file
 
 T = TypeVar("T")
 RuntimeSpans = Literal["off", "nested"]
@@ -35,10 +34,6 @@ Number = int | float
 
 OTLP: Final = "OTEL_EXPORTER_OTLP"
 """Prefix of the OTLP variables: `{OTLP}_ENDPOINT`, `{OTLP}_TRACES_ENDPOINT`, ..."""
-
-
-class ConfigError(ValueError):
-    """A setting has a value otel-agents cannot use; the message names the setting and the value."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -250,8 +245,6 @@ def parse_headers(source: str, value: str) -> dict[str, str]:
 
 
 def _price_file(name: str, text: str) -> Mapping[str, Price]:
-    from otel_agents._internal.genai.prices import prices_from_file
-
     return prices_from_file(name, text)
 
 
@@ -362,8 +355,6 @@ def _prometheus(source: str, value: object) -> tuple[str, int] | bool:
 
 
 def _prices(source: str, value: object) -> Mapping[str, Price]:
-    from otel_agents._internal.genai.prices import prices_from_argument
-
     return prices_from_argument(source, value)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
+from otel_agents._internal.config.errors import ConfigError
 from otel_agents._internal.config.params import (
     BATCHING,
     CAPTURE_CONTENT,
@@ -27,6 +28,7 @@ from otel_agents._internal.config.params import (
     METRICS_EXPORTER,
     OTLP_METRICS,
     OTLP_TRACES,
+    PRICES,
     PROMETHEUS,
     PROMETHEUS_HOST,
     PROMETHEUS_PORT,
@@ -40,7 +42,6 @@ from otel_agents._internal.config.params import (
     TRACES_EXPORTER,
     TRACES_SAMPLER,
     TRACES_SAMPLER_ARG,
-    ConfigError,
     Otlp,
     Param,
     Protocol,
@@ -50,6 +51,7 @@ from otel_agents._internal.config.params import (
     variable_text,
 )
 from otel_agents._internal.genai.content import ContentPolicy
+from otel_agents._internal.genai.prices import PriceTable
 
 __all__ = [
     "ConfigError",
@@ -263,3 +265,11 @@ def resolve_settings(
         prometheus=prometheus_at,
         exporter_timeout_s=OTLP_TRACES.timeout.value(None, env),
     )
+
+
+def load_prices(argument: object, environ: Mapping[str, str] | None = None) -> PriceTable:
+    """The built-in table merged with `prices` (a path or mapping), else `OTEL_AGENTS_PRICES`.
+
+    The variable's file is read and checked even when the argument wins.
+    """
+    return PriceTable(PRICES.resolve(argument, environment() if environ is None else environ))

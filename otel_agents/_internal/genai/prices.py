@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from otel_agents._internal.config.params import PRICES, ConfigError, environment
+from otel_agents._internal.config.errors import ConfigError
 
 BUILT_IN_DATE: Final = "2025-09-01"
 """When the built-in table was written, from the providers' published list prices."""
@@ -181,11 +181,3 @@ def prices_from_argument(source: str, argument: object) -> dict[str, Price]:
     if isinstance(argument, Mapping):
         return {m: _entry(source, m, v) for m, v in argument.items()}
     raise ConfigError(f"{source}={argument!r}: expected a path to a JSON or TOML file, or a mapping")
-
-
-def load_prices(argument: object, environ: Mapping[str, str] | None = None) -> PriceTable:
-    """The built-in table merged with `prices` (a path or mapping), else `OTEL_AGENTS_PRICES`.
-
-    The variable's file is read and checked even when the argument wins.
-    """
-    return PriceTable(PRICES.resolve(argument, environment() if environ is None else environ))
