@@ -1,7 +1,7 @@
 """What otel-agents wraps in AutoGen, installed by `configure()` and again by each tap (cheap).
 
-Model clients' `create`/`create_stream` (`_model_calls`), tools (`_tools`), the parsed-link memory
-(`_private_patches`), and here a span for a team nested in a traced run. AutoGen 0.7.5 makes no turn
+Model clients' `create`/`create_stream` (`model_clients`), tools (`tools`), the parsed-link memory
+(`private`), and here a span for a team nested in a traced run. AutoGen 0.7.5 makes no turn
 span when a team is a participant of another team (its `ChatAgentContainer` calls the inner team's
 `run_stream`). `BaseGroupChat.run_stream` (public) is wrapped so that a call made inside a traced
 run gets an `invoke_workflow {inner team}` span under that run's workflow, with the inner team's
