@@ -72,6 +72,9 @@ async def test_one_chat_span_per_call_and_tokens_counted_once(
     tree = one_trace(exporter.get_finished_spans())
     calls = [s for s in tree.spans if (s.attributes or {}).get("gen_ai.operation.name") == "chat"]
     assert [c.name for c in calls] == ["chat gpt-4o-mini"] * 3, "one chat span per call, not one per instrumentation"
+    assert all((c.attributes or {}).get("server.address") == "127.0.0.1" for c in calls), (
+        "the OpenAI instrumentation was on: what it knows joined our span"
+    )
     assert [tree.parent(c).name for c in calls] == [  # type: ignore[union-attr]
         "invoke_agent writer",
         "invoke_agent critic",
