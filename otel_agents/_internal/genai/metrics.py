@@ -10,7 +10,7 @@ supports exemplars (OTLP does).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry import metrics
@@ -32,6 +32,17 @@ RUN_MESSAGES_BUCKETS: Final = [float(2**i) for i in range(11)]  # 1, 2, 4, ... 1
 
 def _present(attributes: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in attributes.items() if v is not None}
+
+
+def _span_count(
+    meter: metrics.Meter, name: str, description: str, read: Callable[[], int]
+) -> metrics.ObservableCounter:
+    """A counter of spans whose total `read()` tells when metrics are collected."""
+
+    def observe(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+        yield metrics.Observation(read())
+
+    return meter.create_observable_counter(name, callbacks=[observe], unit="{span}", description=description)
 
 
 class Instruments:
@@ -73,24 +84,17 @@ class Instruments:
             "otel_agents.loop.detections", unit="{detection}", description="Runaway-loop rules a run broke"
         )
 
-        def dropped(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
-            yield metrics.Observation(telemetry.dropped_spans)
-
-        self.spans_dropped = meter.create_observable_counter(
+        self.spans_dropped = _span_count(
+            meter,
             "otel_agents.spans.dropped",
-            callbacks=[dropped],
-            unit="{span}",
-            description="Spans the pipeline could not deliver (failed exports, full queues, shutdown cut-offs)",
+            "Spans the pipeline could not deliver (failed exports, full queues, shutdown cut-offs)",
+            lambda: telemetry.dropped_spans,
         )
-
-        def unplaced(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
-            yield metrics.Observation(REGISTRY.unplaced)
-
-        self.spans_unplaced = meter.create_observable_counter(
+        self.spans_unplaced = _span_count(
+            meter,
             "otel_agents.spans.unplaced",
-            callbacks=[unplaced],
-            unit="{span}",
-            description="Spans placed under their sender because their cause's registry entry had been dropped",
+            "Spans placed under their sender because their cause's registry entry had been dropped",
+            lambda: REGISTRY.unplaced,
         )
 
     def model_call_cost(
