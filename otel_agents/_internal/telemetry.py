@@ -17,6 +17,7 @@ from otel_agents._internal.genai.loops import LoopLimits, ResolvedLimits
 from otel_agents._internal.genai.metrics import Instruments
 from otel_agents._internal.genai.prices import PriceTable
 from otel_agents._internal.run.state import Run
+from otel_agents._internal.run.workflow import end_open_runs
 from otel_agents._internal.tracing.placement import RunAwareTracerProvider
 
 if TYPE_CHECKING:
@@ -98,6 +99,8 @@ class Telemetry:
             return
         self._shut_down = True
         from otel_agents._internal.export.pipeline import SHUTDOWN_GRACE_S, shutdown_within
+
+        end_open_runs(self._sdk_tracer_provider)  # a run still open is ended (`shutdown`) and exported
 
         actions = [
             shutdown

@@ -16,12 +16,20 @@ StopKind = Literal[
     "loop_guard",
     "cancelled",
     "consumer_closed",
+    "shutdown",
     "error",
     "other",
 ]
 
 CANCELLED: Final = "cancelled"
 CONSUMER_CLOSED: Final = "consumer_closed"
+SHUTDOWN: Final = "shutdown"
+"""A run still open when its pipeline shut down (`Telemetry.shutdown()`, or the process exiting)."""
+EARLY_STOPS: Final[dict[str, StopKind]] = {
+    CANCELLED: "cancelled",
+    CONSUMER_CLOSED: "consumer_closed",
+    SHUTDOWN: "shutdown",
+}
 
 
 def stop_kind_of(stop_reason: str | None) -> StopKind:

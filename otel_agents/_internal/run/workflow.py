@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import random
+import threading
 import time
 import weakref
 from typing import Any
@@ -13,12 +15,14 @@ from opentelemetry.trace import SpanKind
 
 from otel_agents._internal import keys as sc
 from otel_agents._internal.run.state import Run
-from otel_agents._internal.run.stop import CANCELLED, CONSUMER_CLOSED, StopKind, error_reason, stop_kind_of
+from otel_agents._internal.run.stop import EARLY_STOPS, SHUTDOWN, StopKind, error_reason, stop_kind_of
 from otel_agents._internal.tracing.errors import mark_error
 from otel_agents._internal.tracing.registry import REGISTRY, Trail
 from otel_agents._version import __version__
 
 _TRACER_NAME = "otel_agents"
+
+logger = logging.getLogger(__name__)
 
 
 def _autogen_types() -> tuple[type[Any], type[Any]]:
@@ -38,6 +42,22 @@ def _tracer(provider: trace.TracerProvider) -> trace.Tracer:
     if tracer is None:
         tracer = _tracers[provider] = provider.get_tracer(_TRACER_NAME, __version__)
     return tracer
+
+
+_open: weakref.WeakSet[WorkflowSpan] = weakref.WeakSet()
+"""Workflow spans not ended yet: those of a pipeline that shuts down are ended as `shutdown`."""
+
+
+def end_open_runs(provider: trace.TracerProvider) -> None:
+    """End every run (and nested team) still open whose spans `provider` records: stop kind and
+    reason `shutdown`, nested teams first. Called when the pipeline shuts down."""
+    open_now = sorted((w for w in list(_open) if w.run.provider is provider), key=lambda w: w.is_root)
+    for workflow in open_now:
+        try:
+            workflow.stopped(SHUTDOWN)
+            workflow.end()
+        except Exception:  # shutting down goes on whatever one run does
+            logger.warning("otel-agents could not end a run at shutdown", exc_info=True)
 
 
 def new_run_id() -> str:
@@ -88,6 +108,9 @@ class WorkflowSpan:
         self.stop_reason: str | None = None
         self.stop_kind: StopKind | None = None
         self._error: BaseException | None = None
+        self._ended = False
+        self._ending = threading.Lock()
+        _open.add(self)
 
     def on_item(self, item: object) -> None:
         """Record one streamed item: a message span (root only), usage, and the final result."""
@@ -152,16 +175,24 @@ class WorkflowSpan:
                 run.instruments.loop_detections.add(1, {sc.GEN_AI_WORKFLOW_NAME: run.workflow, sc.LOOP_RULE: hit.rule})
 
     def stopped(self, reason: str) -> None:
-        """The run ended early: `cancelled` or `consumer_closed`."""
-        self.stop_reason = reason
-        self.stop_kind = CANCELLED if reason == CANCELLED else CONSUMER_CLOSED
+        """The run ended early: `cancelled`, `consumer_closed` or `shutdown`."""
+        if not self._ended:
+            self.stop_reason = reason
+            self.stop_kind = EARLY_STOPS[reason]
 
     def failed(self, exc: BaseException) -> None:
-        self._error = exc
-        self.stop_reason = error_reason(exc)
-        self.stop_kind = "error"
+        if not self._ended:
+            self._error = exc
+            self.stop_reason = error_reason(exc)
+            self.stop_kind = "error"
 
     def end(self) -> None:
+        """End the span (once: a run ended at shutdown is not ended again when its stream closes)."""
+        with self._ending:
+            if self._ended:
+                return
+            self._ended = True
+        _open.discard(self)
         try:
             self._end()
         finally:  # whatever happened above, the registry lets go of the run (or nested team)
