@@ -352,3 +352,15 @@ async def test_reading_llm_events_does_not_change_what_the_application_logs(
     assert events.level == logging.NOTSET and not events.filters, "its logging configuration is not touched"
     (call,) = one_trace(capture.spans()).named("chat")
     assert call.attributes["gen_ai.response.model"] == "gpt-4o-mini-2024-07-18", "yet the event was read"
+
+
+async def test_a_model_stream_closed_early_ends_its_call_at_once(capture: Capture) -> None:
+    from autogen_core.models import UserMessage
+
+    client = replay(text("a long answer that streams in many chunks"))
+    stream = client.create_stream([UserMessage(content="go", source="user")])
+    await stream.__anext__()
+    await stream.aclose()  # the consumer leaves after the first chunk
+
+    (call,) = [s for s in capture.spans() if s.name.startswith("chat")]
+    assert call.end_time is not None, "ended when its stream was closed, not when collected"

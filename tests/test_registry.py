@@ -113,3 +113,28 @@ def test_traces_followed_from_elsewhere_are_kept_while_used_and_forgotten_when_i
     clock[0] += 61.0
     REGISTRY.followed(0xA4, provider, "nested")
     assert REGISTRY.followed_traces == 1, "every idle trace forgotten"
+
+
+async def test_a_tap_never_iterated_starts_no_run_and_keeps_nothing(capture: Capture) -> None:
+    before = len(REGISTRY)
+    streams = [otel_agents.tap(writers_room().run_stream(task="go")) for _ in range(20)]
+    assert len(REGISTRY) == before, "nothing is registered before the first item is asked for"
+    for stream in streams:
+        await stream.aclose()
+    assert not capture.spans(), "no run span was started"
+
+
+async def test_a_pipeline_replaced_by_configure_is_not_kept_alive(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+    import weakref
+
+    gone = []
+    for _ in range(3):
+        telemetry = otel_agents.configure(span_exporter=InMemorySpanExporter())
+        await drain(otel_agents.tap(writers_room(max_messages=3).run_stream(task="go")))  # model calls too
+        assert telemetry.genai_handler is not None
+        gone.append(weakref.ref(telemetry))
+        del telemetry
+    otel_agents.configure(span_exporter=InMemorySpanExporter()).shutdown()
+    gc.collect()
+    assert [ref() for ref in gone] == [None, None, None], "shut-down pipelines are released"

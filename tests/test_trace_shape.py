@@ -200,6 +200,36 @@ async def test_assistant_with_a_function_tool(capture: Capture) -> None:
     assert "ToolCallRequestEvent" in types and "ToolCallExecutionEvent" in types
 
 
+async def test_a_model_call_inside_a_tool_is_in_the_run_and_its_totals(capture: Capture) -> None:
+    from autogen_core.models import UserMessage
+
+    inner = replay(text("a summary", 1000, 500))
+
+    async def summarize(topic: str) -> str:
+        """Summarize a topic with a model of its own."""
+        result = await inner.create([UserMessage(content=topic, source="tool")])
+        return str(result.content)
+
+    call = CreateResult(
+        finish_reason="function_calls",
+        content=[FunctionCall(id="c1", name="summarize", arguments='{"topic": "otel"}')],
+        usage=RequestUsage(prompt_tokens=12, completion_tokens=5),
+        cached=False,
+    )
+    researcher = AssistantAgent("researcher", model_client=replay(call, text("done")), tools=[summarize])
+    team = RoundRobinGroupChat([researcher], termination_condition=MaxMessageTermination(3), name="research")
+    await drain(otel_agents.tap(team.run_stream(task="summarize otel")))
+
+    tree = one_trace(capture.spans())
+    calls = tree.named("chat")
+    in_tool = [c for c in calls if tree.parent(c) is tree.one("execute_tool summarize")]
+    assert len(in_tool) == 1 and in_tool[0].attributes["gen_ai.agent.name"] == "researcher"
+    assert tree.root.attributes["gen_ai.usage.input_tokens"] == sum(
+        c.attributes["gen_ai.usage.input_tokens"] for c in calls
+    )
+    assert tree.root.attributes["gen_ai.usage.input_tokens"] >= 1000, "the tool's call counted in the run"
+
+
 async def test_selector_group_chat(capture: Capture) -> None:
     writer = AssistantAgent("writer", model_client=replay(text("draft"), text("draft 2")))
     critic = AssistantAgent("critic", model_client=replay(text("APPROVE")))

@@ -21,6 +21,8 @@ from otel_agents._internal.run.workflow import end_open_runs
 from otel_agents._internal.tracing.placement import RunAwareTracerProvider
 
 if TYPE_CHECKING:
+    from opentelemetry.util.genai.handler import TelemetryHandler
+
     from otel_agents._internal.export.pipeline import Health
     from otel_agents._internal.export.prometheus import PrometheusEndpoint
 
@@ -59,6 +61,8 @@ class Telemetry:
         """The thresholds of the loop detector the tap runs."""
         self.prometheus: PrometheusEndpoint | None = None
         """The Prometheus scrape endpoint, when one was asked for (`.host`, `.port`)."""
+        self.genai_handler: TelemetryHandler | None = None
+        """util-genai's handler for this pipeline's model calls, made at the first one."""
 
     @property
     def tracer_provider(self) -> trace.TracerProvider:

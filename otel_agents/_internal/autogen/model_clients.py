@@ -16,6 +16,7 @@ logging configuration stays as it was, and no log record is made that it would n
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import logging
@@ -75,6 +76,7 @@ class ModelCall:
         args: Sequence[Any],
         kwargs: Mapping[str, Any],
         *,
+        node: Node | None = None,
         streaming: bool = False,
     ) -> None:
         self._telemetry = telemetry
@@ -87,8 +89,8 @@ class ModelCall:
         self._ended = False
         self._error: BaseException | None = None
         self._result: Any = None
-        # resolved once, at the call's start: the turn (or run) the call belongs to
-        self.node: Node | None = REGISTRY.lookup(trace.get_current_span().get_span_context())
+        self.node = node
+        """Where the call was made (its turn, tool, or run), resolved once, at its start."""
         self._inference = Inference(
             telemetry, provider=provider_name(client), request_model=self.model, agent=self.agent, streaming=streaming
         )
@@ -194,10 +196,12 @@ def _start(
     if _current_call.get() is not None:  # a subclass calling super().create(): one span per call
         return None
     try:
-        telemetry = current(None)
+        node = REGISTRY.lookup(trace.get_current_span().get_span_context())
+        run_telemetry = node.run.telemetry if node is not None else None
+        telemetry = run_telemetry if run_telemetry is not None else current(None)
         if telemetry.disabled:
             return None
-        return ModelCall(telemetry, client, args, kwargs, streaming=streaming)
+        return ModelCall(telemetry, client, args, kwargs, node=node, streaming=streaming)
     except Exception:
         logger.warning("otel-agents could not trace a model call", exc_info=True)
         return None
@@ -242,8 +246,9 @@ async def _traced_stream(
 ) -> AsyncGenerator[Any, None]:
     call = _start(client, args, kwargs, streaming=True)  # at the first item asked for: the call starts then
     if call is None:
-        async for item in original(client, *args, **kwargs):
-            yield item
+        async with contextlib.aclosing(original(client, *args, **kwargs)) as untraced:
+            async for item in untraced:
+                yield item
         return
     call_token = _current_call.set(call)
     try:
@@ -254,20 +259,27 @@ async def _traced_stream(
         raise
     finally:
         _current_call.reset(call_token)
-    async for item in follow(_with_current_call(stream, call), call):
-        yield item
+    # closed when this stream is: the client's response and the call's span end with it
+    async with contextlib.aclosing(follow(_with_current_call(stream, call), call)) as followed:
+        async for item in followed:
+            yield item
 
 
 async def _with_current_call(stream: AsyncGenerator[Any, None], call: ModelCall) -> AsyncGenerator[Any, None]:
-    """The client's stream, run with `call` as the current call (for its LLM events)."""
-    token = _current_call.set(call)
+    """The client's stream, each step of it run with `call` as the current call (for its LLM
+    events); set and reset within the step, so closing the stream later, anywhere, is safe."""
     try:
-        async for item in stream:
-            _current_call.reset(token)
-            yield item
+        while True:
             token = _current_call.set(call)
+            try:
+                item = await stream.__anext__()
+            except StopAsyncIteration:
+                return
+            finally:
+                _current_call.reset(token)
+            yield item
     finally:
-        _current_call.reset(token)
+        await stream.aclose()
 
 
 def _end(call: ModelCall) -> None:

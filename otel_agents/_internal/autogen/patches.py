@@ -52,9 +52,9 @@ def _wrap(original: Callable[..., AsyncGenerator[Any, None]]) -> Callable[..., A
             if cause is None or cause.run.ended:
                 return stream
             parent = trace.set_span_in_context(trace.NonRecordingSpan(cause.workflow), otel_context.get_current())
-            workflow = WorkflowSpan(cause.run, str(self.name), parent, within=cause.trail)
+            name = str(self.name)
         except Exception:  # never break the run
             return stream
-        return follow(stream, workflow)
+        return follow(stream, lambda: WorkflowSpan(cause.run, name, parent, within=cause.trail))
 
     return run_stream

@@ -16,7 +16,6 @@ message may carry user content). util-genai's log events are not emitted: we hav
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
@@ -36,7 +35,6 @@ SCOPE: Final = "otel_agents"
 _SPAN_MODES: Final = ("SPAN_ONLY", "SPAN_AND_EVENT")
 _EVENT_MODES: Final = ("EVENT_ONLY", "SPAN_AND_EVENT")
 
-_handlers: weakref.WeakKeyDictionary[Telemetry, TelemetryHandler] = weakref.WeakKeyDictionary()
 _handlers_lock = threading.Lock()
 
 
@@ -46,15 +44,15 @@ def handler_for(telemetry: Telemetry) -> TelemetryHandler:
     Its tracer is the run-aware provider's, so a call's span lands in its run's trace; with no
     metrics destination its meter is a no-op one, so no measurement is made (as for our own
     instruments)."""
-    handler = _handlers.get(telemetry)
+    handler = telemetry.genai_handler
     if handler is None:
         with _handlers_lock:
-            handler = _handlers.get(telemetry)
+            handler = telemetry.genai_handler
             if handler is None:
                 meter_provider = (
                     telemetry.meter_provider if telemetry.instruments.exported else metrics.NoOpMeterProvider()
                 )
-                handler = _handlers[telemetry] = TelemetryHandler(
+                handler = telemetry.genai_handler = TelemetryHandler(
                     tracer_provider=telemetry.tracer_provider,
                     meter_provider=meter_provider,
                     logger_provider=NoOpLoggerProvider(),

@@ -40,16 +40,20 @@ def _safely(what: str, action: Callable[[], None]) -> None:
 
 async def follow(
     stream: AsyncIterator[T],
-    recorder: Recorder | None,
+    recorder: Recorder | Callable[[], Recorder | None] | None,
     *,
     cancel: Callable[[], None] | None = None,
 ) -> AsyncGenerator[T, None]:
     """Yield `stream`'s items unchanged, reporting them to `recorder` (None: record nothing).
 
-    The stream advances only when the consumer asks, under the recorder's context; whatever context
-    the stream leaves behind at a yield is restored when it resumes, and nothing stays attached
-    across our own yield. `cancel` is called when the consumer leaves early or is cancelled.
+    `recorder` may be a function that makes it: it is called when the first item is asked for, so
+    a stream that is never iterated records nothing and holds nothing. The stream advances only
+    when the consumer asks, under the recorder's context; whatever context the stream leaves
+    behind at a yield is restored when it resumes, and nothing stays attached across our own
+    yield. `cancel` is called when the consumer leaves early or is cancelled.
     """
+    if callable(recorder):
+        recorder = recorder()
     inner_context = recorder.context if recorder is not None else otel_context.get_current()
     cancelled_by_us = False
     try:

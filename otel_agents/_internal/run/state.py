@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from otel_agents._internal.genai.loops import LoopRules
     from otel_agents._internal.genai.metrics import Instruments
     from otel_agents._internal.genai.prices import PriceTable
+    from otel_agents._internal.telemetry import Telemetry
 
 
 @dataclass
@@ -53,6 +54,8 @@ class Run:
     loops: LoopRules | None = None
     totals: RunTotals = field(default_factory=RunTotals)
     ended: bool = False
+    telemetry: Telemetry | None = None
+    """The pipeline the run was started with (None: a trace followed from elsewhere)."""
 
     def add_call(
         self,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import context as otel_context
@@ -35,8 +35,9 @@ def _workflow_name(team: object | None, stream: object) -> str:
     return name if isinstance(name, str) and name else UNKNOWN_WORKFLOW
 
 
-def start_run(telemetry: Telemetry, name: str) -> WorkflowSpan | None:
-    """The run's span; None (the run goes untraced) if it cannot be started."""
+def start_run(telemetry: Telemetry, name: str, parent: otel_context.Context | None = None) -> WorkflowSpan | None:
+    """The run's span, under `parent` (default: the current context); None (the run goes
+    untraced) if it cannot be started."""
     if telemetry.disabled:
         return None
     try:
@@ -49,8 +50,9 @@ def start_run(telemetry: Telemetry, name: str) -> WorkflowSpan | None:
             instruments=telemetry.instruments,
             workflow=name,
             loops=LoopRules(telemetry.loop_limits),
+            telemetry=telemetry,
         )
-        return WorkflowSpan(run, name, otel_context.get_current())
+        return WorkflowSpan(run, name, otel_context.get_current() if parent is None else parent)
     except Exception:
         logger.warning("otel-agents could not start tracing run %r; it runs untraced", name, exc_info=True)
         return None
@@ -74,7 +76,7 @@ def tap(
     it cannot be read from the stream; `telemetry=None` means the latest `configure()`'s.
     """
     _check_stream(stream)
-    return follow(stream, start_run(current(telemetry), _workflow_name(team, stream)))
+    return follow(stream, _run_starter(current(telemetry), _workflow_name(team, stream)))
 
 
 def run_stream(
@@ -100,4 +102,10 @@ def run_stream(
         else:
             cancellation_token.add_callback(token.cancel)
     stream = team.run_stream(task=task, cancellation_token=token, **kwargs)
-    return follow(stream, start_run(resolved, _workflow_name(team, stream)), cancel=token.cancel)
+    return follow(stream, _run_starter(resolved, _workflow_name(team, stream)), cancel=token.cancel)
+
+
+def _run_starter(telemetry: Telemetry, name: str) -> Callable[[], WorkflowSpan | None]:
+    """Starts the run when its first item is asked for, under the context current now."""
+    parent = otel_context.get_current()
+    return lambda: start_run(telemetry, name, parent)

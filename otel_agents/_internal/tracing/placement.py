@@ -179,7 +179,7 @@ class RunAwareTracer(trace.Tracer):
             cause = REGISTRY.lookup_links(links)
             if cause is None and links:
                 dropped = REGISTRY.dropped_cause(links)
-                if dropped is not None:
+                if dropped is not None and self._provider.accepts(dropped[1].run):
                     return self._unplaced(*dropped, name, kind, attributes, links, start_time)
             cause = cause or parent_node
         else:
@@ -230,12 +230,13 @@ class RunAwareTracer(trace.Tracer):
             record_exception,
             set_status_on_exception,
         )
+        own = span.get_span_context()
         if role is Role.TURN:
-            own = span.get_span_context()
             agent = attributes.get(sc.GEN_AI_AGENT_NAME) if attributes else None
             REGISTRY.add(own, Node(cause.trail, own, cause.workflow, False, agent if isinstance(agent, str) else None))
-        # Other spans (model calls, tools, your own) are not registered: spans under them keep their
-        # parent as it is, which is already inside the run. That keeps a long run's registry small.
+        else:  # a model call, a tool, your own span: what it causes (a model call in a tool) is in the run
+            agent = None if cause.is_runtime else cause.agent
+            REGISTRY.add(own, Node(cause.trail, cause.anchor, cause.workflow, False, agent))
         return span
 
     def _runtime_span_in_run(
@@ -289,7 +290,7 @@ class RunAwareTracer(trace.Tracer):
         run = trail.run
         if run.runtime_spans == "off" or name.startswith(_UNRECORDED_WHEN_NESTED):
             return NonRecordingSpan(sender)
-        REGISTRY.unplaced += 1
+        REGISTRY.count_unplaced()
         return self._tracer_of(run.provider).start_span(
             stable_runtime_span_name(name), _context_of(sender), kind, without_content(attributes), links, start_time
         )

@@ -63,11 +63,15 @@ class Node:
 class Trail:
     """The registry's entries for one run or followed trace."""
 
-    __slots__ = ("last_used", "nodes", "pinned", "run", "trace_id", "under_anchor")
+    __slots__ = ("dropped", "followed", "last_used", "nodes", "pinned", "run", "trace_id", "under_anchor")
 
-    def __init__(self, run: Run, trace_id: int) -> None:
+    def __init__(self, run: Run, trace_id: int, *, followed: bool = False) -> None:
         self.run = run
         self.trace_id = trace_id
+        self.followed = followed
+        """A trace started elsewhere, followed here (not a run started here)."""
+        self.dropped = 0
+        """Entries dropped so far to stay within `NODES_PER_TRAIL`."""
         self.nodes: OrderedDict[int, Node] = OrderedDict()
         """Span id -> node, least recently used first, at most `NODES_PER_TRAIL`."""
         self.pinned: dict[int, Node] = {}
@@ -90,7 +94,7 @@ class Registry:
     def __init__(self) -> None:
         self._nodes: dict[int, Node] = {}
         self._runs_by_trace: dict[int, list[Trail]] = {}
-        self._followed: dict[int, Trail] = {}
+        self._followed: OrderedDict[int, Trail] = OrderedDict()
         self._ended: deque[tuple[float, frozenset[int]]] = deque()
         self._ended_ids: set[int] = set()
         self._lock = threading.Lock()
@@ -112,8 +116,9 @@ class Registry:
         node = Node(trail, span_context, span_context, is_runtime=False)
         if span_context.is_valid:
             with self._lock:
-                trail.pinned[span_context.span_id] = node
-                self._nodes[span_context.span_id] = node
+                if not trail.run.ended:
+                    trail.pinned[span_context.span_id] = node
+                    self._nodes[span_context.span_id] = node
         return node
 
     def close_workflow(self, trail: Trail, span_context: SpanContext) -> None:
@@ -129,33 +134,45 @@ class Registry:
                 self._keep(node.trail, span_context.span_id, node)
 
     def _keep(self, trail: Trail, span_id: int, node: Node) -> None:
-        """Under the lock: one entry, the least recently used dropped beyond the bound."""
+        """Under the lock: one entry (none once the run has ended), the least recently used
+        dropped beyond the bound."""
+        if trail.run.ended:
+            return
         nodes = trail.nodes
         nodes[span_id] = node
         self._nodes[span_id] = node
-        trail.last_used = time.monotonic()
+        if trail.followed:  # in use: the last to be forgotten
+            trail.last_used = time.monotonic()
+            if trail.trace_id in self._followed:
+                self._followed.move_to_end(trail.trace_id)
         while len(nodes) > NODES_PER_TRAIL:
             dropped, _ = nodes.popitem(last=False)
             self._nodes.pop(dropped, None)
             trail.under_anchor.pop(dropped, None)
+            trail.dropped += 1
 
     def placed_under(
         self, trail: Trail, anchor: SpanContext, make: Callable[[], tuple[Context, Node]]
     ) -> tuple[Context, Node]:
         """The parent context and node shared by the runtime spans placed under `anchor`."""
+        placed = trail.under_anchor.get(anchor.span_id)
+        if placed is not None:
+            return placed
         with self._lock:
             placed = trail.under_anchor.get(anchor.span_id)
             if placed is None:
-                placed = trail.under_anchor[anchor.span_id] = make()
-                while len(trail.under_anchor) > NODES_PER_TRAIL:
-                    trail.under_anchor.popitem(last=False)
+                placed = make()
+                if not trail.run.ended:
+                    trail.under_anchor[anchor.span_id] = placed
+                    while len(trail.under_anchor) > NODES_PER_TRAIL:
+                        trail.under_anchor.popitem(last=False)
             return placed
 
     def end(self, trail: Trail) -> None:
         """Forget the run's spans, remembering their ids for a while: late spans they cause are dropped."""
-        trail.run.ended = True
         now = time.monotonic()
         with self._lock:
+            trail.run.ended = True
             ids = frozenset(trail.span_ids())
             for span_id in ids:
                 self._nodes.pop(span_id, None)
@@ -201,25 +218,31 @@ class Registry:
         return None
 
     def dropped_cause(self, links: Sequence[Link]) -> tuple[SpanContext, Trail] | None:
-        """The linked sender of a span, and its run's trail, when the sender belongs to an active
-        run's trace but is no longer registered (dropped: at most `NODES_PER_TRAIL` entries per
-        trace) and to no recently ended run."""
+        """The linked sender of a span, and its run's trail, when the sender is in the trace of an
+        active run that has dropped entries (at most `NODES_PER_TRAIL` are kept a run), is no
+        longer registered, and belongs to no recently ended run."""
         if self.of_ended_run(None, links) is not None:
             return None
-        for link in links:
-            runs = self._runs_by_trace.get(link.context.trace_id) if link.context.is_valid else None
-            if runs:
-                return link.context, runs[-1]
+        with self._lock:
+            for link in links:
+                if not link.context.is_valid:
+                    continue
+                for trail in reversed(self._runs_by_trace.get(link.context.trace_id, ())):
+                    if trail.dropped:
+                        return link.context, trail
         return None
+
+    def count_unplaced(self) -> None:
+        with self._lock:
+            self.unplaced += 1
 
     def of_ended_run(self, span_context: SpanContext | None, links: Sequence[Link] | None) -> SpanContext | None:
         """The parent or linked span that belongs to a recently ended run, if any."""
         ended = self._ended_ids
         if not ended:
             return None
-        if self._ended and time.monotonic() - self._ended[0][0] > ENDED_KEPT_S:
-            with self._lock:
-                self._forget_ended(time.monotonic())
+        with self._lock:
+            self._forget_ended(time.monotonic())
         if span_context is not None and span_context.is_valid and span_context.span_id in ended:
             return span_context
         for link in links or ():
@@ -233,7 +256,8 @@ class Registry:
         with self._lock:
             trail = self._followed.pop(trace_id, None)
             if trail is None:
-                trail = Trail(Run(provider=provider, runtime_spans=runtime_spans, workflow=FOLLOWED), trace_id)
+                run = Run(provider=provider, runtime_spans=runtime_spans, workflow=FOLLOWED)
+                trail = Trail(run, trace_id, followed=True)
             trail.last_used = now
             self._followed[trace_id] = trail  # most recently started or used last
             self._forget_followed(now)
