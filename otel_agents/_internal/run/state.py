@@ -8,7 +8,7 @@ it with `add_call`: tokens and cost are counted there and nowhere else.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from opentelemetry import trace
 
@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from otel_agents._internal.genai.metrics import Instruments
     from otel_agents._internal.genai.prices import PriceTable
     from otel_agents._internal.telemetry import Telemetry
+
+
+_NO_CONTENT: Final = ContentPolicy()
 
 
 @dataclass
@@ -47,15 +50,24 @@ class Run:
     provider: trace.TracerProvider
     """The SDK provider that records the run's spans."""
     runtime_spans: RuntimeSpans
-    prices: PriceTable | None = None
-    content: ContentPolicy = field(default_factory=ContentPolicy)
-    instruments: Instruments | None = None
     workflow: str = "unknown"
     loops: LoopRules | None = None
     totals: RunTotals = field(default_factory=RunTotals)
     ended: bool = False
     telemetry: Telemetry | None = None
     """The pipeline the run was started with (None: a trace followed from elsewhere)."""
+
+    @property
+    def prices(self) -> PriceTable | None:
+        return self.telemetry.prices if self.telemetry is not None else None
+
+    @property
+    def content(self) -> ContentPolicy:
+        return self.telemetry.settings.content if self.telemetry is not None else _NO_CONTENT
+
+    @property
+    def instruments(self) -> Instruments | None:
+        return self.telemetry.instruments if self.telemetry is not None else None
 
     def add_call(
         self,

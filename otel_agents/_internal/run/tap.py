@@ -45,9 +45,6 @@ def start_run(telemetry: Telemetry, name: str, parent: otel_context.Context | No
         run = Run(
             provider=telemetry.sdk_tracer_provider,
             runtime_spans=telemetry.settings.runtime_spans,
-            prices=telemetry.prices,
-            content=telemetry.settings.content,
-            instruments=telemetry.instruments,
             workflow=name,
             loops=LoopRules(telemetry.loop_limits),
             telemetry=telemetry,
