@@ -95,7 +95,7 @@ def _measure(runtime_spans: str, repeat: int) -> dict[str, dict[str, Any]]:
     from benchmarks.workloads import CountingExporter
     from otel_agents import configure
     from otel_agents._internal.autogen.model_clients import ModelCall
-    from otel_agents._internal.run.tap import start_run
+    from otel_agents._internal.run.start import start_run
 
     results: dict[str, dict[str, Any]] = {}
     telemetry = configure(span_exporter=CountingExporter(), runtime_spans=runtime_spans)

@@ -2,13 +2,15 @@
 
     import otel_agents
 
-    otel_agents.configure()                                    # OTEL_* variables, else a local store
-    async for item in otel_agents.tap(team.run_stream(task="...")):
-        ...                                                    # items come through unchanged
+    otel_agents.configure()                     # OTEL_* variables, else a local store
+    result = await team.run(task="...")         # every AutoGen run is one trace, no other change
 
-`create_runtime()` builds a traced `SingleThreadedAgentRuntime` to share among teams;
-`run_stream(team, task=...)` is `tap` with a cancellation token that stops the team when the
-consumer leaves early; `LoopGuard()` stops a looping team; `LoopLimits` sets the loop thresholds.
+`tap(stream)` traces one stream where AutoGen is not instrumented (`configure(instrument=False)`);
+`AutoGenInstrumentor` is the same instrumentation as an OpenTelemetry instrumentor (what
+`opentelemetry-instrument python app.py` loads). `create_runtime()` builds a traced
+`SingleThreadedAgentRuntime` to share among teams; `run_stream(team, task=...)` is `tap` with a
+cancellation token that stops the team when the consumer leaves early; `LoopGuard()` stops a
+looping team; `LoopLimits` sets the loop thresholds.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -23,8 +25,10 @@ from otel_agents._version import __version__
 
 if TYPE_CHECKING:
     from otel_agents._internal.autogen.guard import LoopGuard
+    from otel_agents._internal.autogen.instrumentor import AutoGenInstrumentor
 
 __all__ = [
+    "AutoGenInstrumentor",
     "ConfigError",
     "LoopGuard",
     "LoopLimits",
@@ -38,8 +42,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "LoopGuard":  # imports AutoGen: loaded when first asked for, not with the package
+    # These import AutoGen or opentelemetry-instrumentation: loaded when first asked for, not with
+    # the package (`opentelemetry-instrument` loads AutoGenInstrumentor through its entry point).
+    if name == "LoopGuard":
         from otel_agents._internal.autogen.guard import LoopGuard
 
         return LoopGuard
+    if name == "AutoGenInstrumentor":
+        from otel_agents._internal.autogen.instrumentor import AutoGenInstrumentor
+
+        return AutoGenInstrumentor
     raise AttributeError(f"module 'otel_agents' has no attribute {name!r}")

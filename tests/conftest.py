@@ -61,6 +61,16 @@ def private_data_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def autogen_as_found() -> Iterator[None]:
+    """Each test starts with AutoGen as it found it: a `configure()` (which instruments AutoGen)
+    in one test does not trace the next test's runs."""
+    yield
+    instrumentor = otel_agents.AutoGenInstrumentor()
+    if instrumentor.is_instrumented_by_opentelemetry:
+        instrumentor.uninstrument()
+
+
 @pytest.fixture(scope="session")
 def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
     executable = os.environ.get("OTEL_AGENTS_TEST_PHOENIX")

@@ -108,6 +108,45 @@ def test_the_envelope_links_function() -> None:
     assert f"{ag.TELEMETRY_LINKS_FUNCTION}(parent)" in inspect.getsource(module), "looked up at each span"
 
 
+@pins("RUNTIME_TRACING_MODULE", "RUNTIME_DEFAULT_PROVIDER", "GENAI_TRACE_MODULE_NAME")
+def test_where_autogen_takes_the_global_provider() -> None:
+    from opentelemetry import trace
+
+    tracing = importlib.import_module(ag.RUNTIME_TRACING_MODULE)
+    genai = importlib.import_module(ag.GENAI_TRACER_MODULE)
+    helper_source = inspect.getsource(tracing.TraceHelper.__init__)
+    assert f"tracer_provider or {ag.RUNTIME_DEFAULT_PROVIDER}()" in helper_source
+    assert f"import NoOpTracerProvider, Span, SpanKind, TracerProvider, {ag.RUNTIME_DEFAULT_PROVIDER}" in (
+        inspect.getsource(tracing)
+    ), "a name of the module, looked up when a runtime is built"
+    assert inspect.getsource(genai).count(f"{ag.GENAI_TRACE_MODULE_NAME}.get_tracer(") == 3  # tool, create, invoke
+    assert "from opentelemetry import trace" in inspect.getsource(genai)
+    # what the hooks replace is OpenTelemetry's own until otel-agents installs them
+    assert getattr(tracing, ag.RUNTIME_DEFAULT_PROVIDER).__name__ == trace.get_tracer_provider.__name__
+    assert getattr(genai, ag.GENAI_TRACE_MODULE_NAME).__name__ == trace.__name__
+
+
+@pins("TEAM_CLASS", "AGENT_CLASS", "INSTRUMENTED_PACKAGES")
+def test_where_runs_start() -> None:
+    from importlib.metadata import version
+
+    from packaging.requirements import Requirement
+
+    team = getattr(importlib.import_module(ag.TEAM_CLASS[0]), ag.TEAM_CLASS[1])
+    agent = getattr(importlib.import_module(ag.AGENT_CLASS[0]), ag.AGENT_CLASS[1])
+    assert "self.run_stream(" in inspect.getsource(team.run), "a team's run goes through run_stream"
+    assert "self.run_stream(" not in inspect.getsource(agent.run), "an agent's run does not"
+    for cls in (team, agent):
+        assert inspect.isasyncgenfunction(inspect.unwrap(cls.run_stream))
+    from autogen_agentchat.teams import GraphFlow, MagenticOneGroupChat, RoundRobinGroupChat, SelectorGroupChat, Swarm
+
+    for subclass in (RoundRobinGroupChat, SelectorGroupChat, Swarm, MagenticOneGroupChat, GraphFlow):
+        assert "run_stream" not in vars(subclass) and "run" not in vars(subclass), subclass
+    (requirement,) = ag.INSTRUMENTED_PACKAGES
+    parsed = Requirement(requirement)
+    assert parsed.specifier.contains(version(parsed.name)), "the installed AutoGen is one we support"
+
+
 @pins("GRPC_SEND_MESSAGE")
 def test_the_grpc_runtimes_send_message() -> None:
     grpc = pytest.importorskip("autogen_ext.runtimes.grpc")

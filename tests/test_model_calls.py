@@ -170,6 +170,7 @@ async def test_a_failing_call_is_an_error_span_and_the_run_fails_as_autogen_make
 ) -> None:
     openai_server.script = [Reply(status=status)]
     untraced_error: BaseException | None = None
+    otel_agents.AutoGenInstrumentor().uninstrument()  # the same run as AutoGen makes it on its own
     try:
         await drain(two_agents(openai_server).run_stream(task="write"))
     except Exception as error:

@@ -130,7 +130,7 @@ def test_a_recorded_runtime_span_ends_with_its_block_and_records_its_error(neste
     from opentelemetry import trace
     from opentelemetry.trace import Link, StatusCode
 
-    from otel_agents._internal.run.tap import start_run
+    from otel_agents._internal.run.start import start_run
 
     workflow = start_run(nested_capture.telemetry, "blocks")
     assert workflow is not None

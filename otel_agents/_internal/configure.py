@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -14,6 +15,8 @@ from otel_agents._internal.config.settings import ConfigError, Settings, load_pr
 from otel_agents._internal.genai.loops import LoopLimits
 from otel_agents._internal.genai.prices import PriceTable
 from otel_agents._internal.telemetry import Telemetry, activate
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricReader
@@ -36,6 +39,7 @@ def configure(
     store: str | os.PathLike[str] | bool | None = None,
     runtime_spans: str | None = None,
     set_global: bool = True,
+    instrument: bool = True,
 ) -> Telemetry:
     """Set up tracing for AutoGen team runs and return the pipeline.
 
@@ -45,10 +49,16 @@ def configure(
     for none). A given `span_exporter` replaces that default destination and goes behind a batch
     processor (honouring `OTEL_BSP_*`). A later call re-targets the process-wide provider and
     shuts the previous pipeline down. `set_global=False` leaves OpenTelemetry's globals alone;
-    AgentChat's own `invoke_agent`/`execute_tool` spans then do not reach this pipeline.
+    AutoGen's own spans still land in their runs; spans the app starts through the global provider
+    do not reach this pipeline.
+
+    `instrument=True` (`AutoGenInstrumentor`): every AutoGen run is traced with no change to the
+    app (`team.run()`, `Console(team.run_stream())`, an agent's `run`); with False, only the runs
+    the app taps. A later call leaves the instrumentation as it is.
     """
-    if not isinstance(set_global, bool):
-        raise ConfigError(f"set_global={set_global!r}: expected True or False")
+    for name, flag in (("set_global", set_global), ("instrument", instrument)):
+        if not isinstance(flag, bool):
+            raise ConfigError(f"{name}={flag!r}: expected True or False")
     env = params.environment()  # one snapshot of the variables for every setting below
     settings = resolve_settings(
         service_name=service_name,
@@ -71,13 +81,32 @@ def configure(
         raise ConfigError(f"loop_limits={loop_limits!r}: expected an otel_agents.LoopLimits")
     limits = (loop_limits or LoopLimits()).resolved(env)  # validates OTEL_AGENTS_* thresholds
     price_table = load_prices(prices, env)
-    telemetry = _build(settings, span_exporter, metric_readers, price_table)
+    telemetry = _build(settings, span_exporter, metric_readers, price_table, set_global=set_global)
     telemetry.loop_limits = limits
-    patches.install()
     previous = activate(telemetry, set_global=set_global)
     if previous is not None:
         previous.shutdown()
+    if instrument:
+        _instrument_autogen()
+    else:
+        patches.install()  # what `tap` needs: model calls, tools, placement
     return telemetry
+
+
+def _instrument_autogen() -> None:
+    """`AutoGenInstrumentor().instrument()` unless it is already; on an AutoGen it does not
+    support, one warning and nothing patched: the app runs as it would without otel-agents."""
+    from opentelemetry.instrumentation.dependencies import DependencyConflictError
+
+    from otel_agents._internal.autogen.instrumentor import AutoGenInstrumentor
+
+    instrumentor = AutoGenInstrumentor()
+    if instrumentor.is_instrumented_by_opentelemetry:
+        return
+    try:
+        instrumentor.instrument(raise_exception_on_conflict=True)
+    except DependencyConflictError as exc:
+        logger.warning("otel-agents: AutoGen is not instrumented: %s", exc.conflict)
 
 
 def _build(
@@ -85,6 +114,8 @@ def _build(
     span_exporter: SpanExporter | None,
     metric_readers: Sequence[MetricReader] | None,
     prices: PriceTable,
+    *,
+    set_global: bool,
 ) -> Telemetry:
     if settings.disabled:
         return Telemetry(settings, trace.NoOpTracerProvider(), metrics.NoOpMeterProvider(), prices)
@@ -104,15 +135,35 @@ def _build(
         scrape_endpoint = PrometheusEndpoint(*settings.prometheus)
         readers.append(scrape_endpoint.reader)
     resource = Resource.create({SERVICE_NAME: settings.service_name})
-    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    existing = trace.get_tracer_provider() if set_global else None
+    owns = not isinstance(existing, TracerProvider)
+    if isinstance(existing, TracerProvider):  # the app's or the distro's: one pipeline, not two
+        tracer_provider = existing
+        logger.warning(
+            "otel-agents: OpenTelemetry's global TracerProvider is already set up; otel-agents adds its "
+            "exporters to it (its resource and sampler stay as they are) instead of starting a second one."
+        )
+    else:
+        tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     health = pipeline.Health()
     # one exporter per name of settings.traces_exporters, in order, after the given one
     names = [None] * (len(span_exporters) - len(settings.traces_exporters)) + list(settings.traces_exporters)
+    processors = []
     for name, exporter in zip(names, span_exporters, strict=True):
         sent_to = settings.traces.endpoint if name == "otlp" else None
-        tracer_provider.add_span_processor(pipeline.make_processor(exporter, settings, health, sent_to))
+        processors.append(pipeline.make_processor(exporter, settings, health, sent_to))
+        tracer_provider.add_span_processor(processors[-1])
     pipeline.quiet_queue_full_logs()
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
-    telemetry = Telemetry(settings, tracer_provider, meter_provider, prices, health, metrics_exported=bool(readers))
+    telemetry = Telemetry(
+        settings,
+        tracer_provider,
+        meter_provider,
+        prices,
+        health,
+        metrics_exported=bool(readers),
+        owns_tracer_provider=owns,
+        processors=processors,
+    )
     telemetry.prometheus = scrape_endpoint
     return telemetry

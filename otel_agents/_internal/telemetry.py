@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ from otel_agents._internal.run.workflow import end_open_runs
 from otel_agents._internal.tracing.placement import RunAwareTracerProvider
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import SpanProcessor
     from opentelemetry.util.genai.handler import TelemetryHandler
 
     from otel_agents._internal.export.pipeline import Health
@@ -46,8 +48,15 @@ class Telemetry:
         health: Health | None = None,
         *,
         metrics_exported: bool = True,
+        owns_tracer_provider: bool = True,
+        owns_meter_provider: bool = True,
+        processors: Sequence[SpanProcessor] = (),
     ) -> None:
+        """A provider not owned is someone else's (the app's, the distro's): this pipeline never
+        shuts it down; of a tracer provider it shuts down only `processors`, the ones it added."""
         self.settings = settings
+        self._owns = (owns_tracer_provider, owns_meter_provider)
+        self._processors = tuple(processors)
         self._health = health
         self.prices = prices if prices is not None else PriceTable()
         self._sdk_tracer_provider = sdk_tracer_provider
@@ -106,11 +115,12 @@ class Telemetry:
 
         end_open_runs(self._sdk_tracer_provider)  # a run still open is ended (`shutdown`) and exported
 
-        actions = [
-            shutdown
-            for provider in (self._sdk_tracer_provider, self._meter_provider)
-            if (shutdown := getattr(provider, "shutdown", None)) is not None
-        ]
+        actions: list[Callable[[], object]] = []
+        for provider, owned in zip((self._sdk_tracer_provider, self._meter_provider), self._owns, strict=True):
+            stop = getattr(provider, "shutdown" if owned else "force_flush", None)
+            if stop is not None:
+                actions.append(stop)
+        actions += [processor.shutdown for processor in self._processors if not self._owns[0]]
         shutdown_within(actions, self.settings.exporter_timeout_s + SHUTDOWN_GRACE_S + 1.0)
         if self.prometheus is not None:
             self.prometheus.close()
@@ -157,6 +167,38 @@ class _GlobalTracerProvider(RunAwareTracerProvider):
         return self.target.settings.runtime_spans if self.target is not None else "off"
 
 
+def global_recording_provider() -> trace.TracerProvider:
+    """Where a span started through the global provider is recorded: the latest `configure()`'s
+    pipeline when ours is the global provider, else the global provider itself."""
+    provider = trace.get_tracer_provider()
+    return provider.delegate() if isinstance(provider, _GlobalTracerProvider) else provider
+
+
+AUTOGEN_TRACERS = RunAwareTracerProvider(global_recording_provider, lambda: current(None).settings.runtime_spans)
+"""What AutoGen's own tracers get when given no provider (the placement hook of `autogen.private`):
+a span of a run goes to that run's pipeline, under the span that caused it; any other span goes to
+the global provider, as it would without otel-agents."""
+
+
+def adopt(tracer_provider: trace.TracerProvider | None, meter_provider: metrics.MeterProvider | None) -> Telemetry:
+    """`AutoGenInstrumentor().instrument(tracer_provider=..., meter_provider=...)`: runs are recorded
+    by these providers (None: the global one) from now on, until the next `configure()` or
+    `instrument()`. They stay the caller's: shutting this pipeline down only flushes them."""
+    if isinstance(tracer_provider, RunAwareTracerProvider):  # a Telemetry's: record where it records
+        tracer_provider = tracer_provider.delegate()
+    telemetry = Telemetry(
+        resolve_settings(),
+        tracer_provider if tracer_provider is not None else trace.get_tracer_provider(),
+        meter_provider if meter_provider is not None else metrics.get_meter_provider(),
+        owns_tracer_provider=False,
+        owns_meter_provider=False,
+    )
+    previous = activate(telemetry, set_global=False)
+    if previous is not None:
+        previous.shutdown()
+    return telemetry
+
+
 _lock = threading.Lock()
 _latest: Telemetry | None = None
 _global_provider: _GlobalTracerProvider | None = None
@@ -167,12 +209,14 @@ def _install_global(telemetry: Telemetry) -> None:
     if _global_provider is None:
         candidate = _GlobalTracerProvider()
         current = trace.get_tracer_provider()
+        if current is telemetry.sdk_tracer_provider:
+            return  # the pipeline records into the global provider already (`configure._build`)
         if not isinstance(current, trace.ProxyTracerProvider):
             logger.warning(
                 "otel-agents: a global TracerProvider (%s) is already set and cannot be replaced; "
-                "AgentChat's invoke_agent/execute_tool spans will go to it, not to otel-agents. "
-                "Call otel_agents.configure() before setting up OpenTelemetry elsewhere, or pass "
-                "set_global=False to silence this.",
+                "spans the application starts through it do not reach otel-agents' pipeline "
+                "(AutoGen's own spans do). Call otel_agents.configure() before setting up "
+                "OpenTelemetry elsewhere, or pass set_global=False to silence this.",
                 type(current).__name__,
             )
             return

@@ -95,20 +95,19 @@ def _content(item: Any) -> str:
 
 async def run_demo(out: TextIO = sys.stdout) -> str:
     """Run the demo team; print it live; return the run id."""
-    from otel_agents._internal.run.follow import follow
-    from otel_agents._internal.run.tap import start_run
+    from otel_agents._internal.run.tap import tap
     from otel_agents._internal.telemetry import current
 
     # the replay client warns about its own token counting on every call; not the demo's point
     logging.getLogger("autogen_ext.models.replay").setLevel(logging.ERROR)
     telemetry = current(None)
     team = build_team()
-    workflow = start_run(telemetry, team.name)
     messages = tokens_in = tokens_out = 0
     cost = 0.0
     result: Any = None
     task = "Write a two-line blurb about tracing agent teams."
-    async for item in follow(team.run_stream(task=task), workflow):
+    stream = tap(team.run_stream(task=task))  # the run is traced already when AutoGen is instrumented
+    async for item in stream:
         if type(item).__name__ == "TaskResult":
             result = item
             continue
@@ -124,4 +123,5 @@ async def run_demo(out: TextIO = sys.stdout) -> str:
     out.flush()
     stop = result.stop_reason if result is not None else None
     print(f"---------- stopped: {stop} ----------", file=out)
-    return workflow.run_id if workflow is not None and workflow.run_id else ""
+    run_id = getattr(stream.recorder, "run_id", None)
+    return run_id if isinstance(run_id, str) else ""

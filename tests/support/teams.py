@@ -61,3 +61,55 @@ def openai_client(server: OpenAIServer, **kwargs: Any) -> Any:
     return OpenAIChatCompletionClient(
         model="gpt-4o-mini", base_url=server.base_url, api_key="test-key", max_retries=0, **kwargs
     )
+
+
+def selector_room() -> Any:
+    from autogen_agentchat.conditions import TextMentionTermination
+    from autogen_agentchat.teams import SelectorGroupChat
+
+    writer = AssistantAgent("writer", model_client=replay(text("draft"), text("draft 2")))
+    critic = AssistantAgent("critic", model_client=replay(text("APPROVE")))
+    return SelectorGroupChat(
+        [writer, critic],
+        model_client=replay("writer", "critic", "writer", "critic"),
+        termination_condition=TextMentionTermination("APPROVE"),
+        allow_repeated_speaker=True,
+        name="selector-room",
+    )
+
+
+def swarm() -> Any:
+    from autogen_agentchat.conditions import HandoffTermination
+    from autogen_agentchat.teams import Swarm
+    from autogen_core import FunctionCall
+
+    def handoff(to: str) -> CreateResult:
+        call = FunctionCall(id=f"to-{to}", name=f"transfer_to_{to}", arguments="{}")
+        return CreateResult(
+            finish_reason="function_calls",
+            content=[call],
+            usage=RequestUsage(prompt_tokens=8, completion_tokens=2),
+            cached=False,
+        )
+
+    writer = AssistantAgent("writer", model_client=replay(handoff("critic")), handoffs=["critic"])
+    critic = AssistantAgent("critic", model_client=replay(handoff("user")), handoffs=["user"])
+    return Swarm([writer, critic], termination_condition=HandoffTermination(target="user"), name="swarm")
+
+
+def graph_flow() -> Any:
+    from autogen_agentchat.teams import DiGraphBuilder, GraphFlow
+
+    writer = AssistantAgent("writer", model_client=replay(text("draft", 20, 2)))
+    critic = AssistantAgent("critic", model_client=replay(text("notes", 30, 4)))
+    builder = DiGraphBuilder()
+    builder.add_node(writer).add_node(critic)
+    builder.add_edge(writer, critic)
+    return GraphFlow(participants=builder.get_participants(), graph=builder.build(), name="graph")
+
+
+def publishing() -> RoundRobinGroupChat:
+    """A team nested in a team: `drafting` (writer, critic) is a participant of `publishing`."""
+    inner = writers_room(max_messages=3, name="drafting")
+    editor = AssistantAgent("editor", model_client=replay(text("edited", 40, 5), text("edited again", 45, 6)))
+    return RoundRobinGroupChat([inner, editor], termination_condition=MaxMessageTermination(4), name="publishing")

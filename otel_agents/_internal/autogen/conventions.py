@@ -33,6 +33,24 @@ TELEMETRY_LINKS_FUNCTION: Final = "get_telemetry_links"
 GENAI_TRACER_MODULE: Final = "autogen_core._telemetry._genai"
 """Private: AgentChat's `create_agent`/`invoke_agent`/`execute_tool` spans come from here, through
 the *global* tracer provider."""
+GENAI_TRACE_MODULE_NAME: Final = "trace"
+"""`_genai` calls `trace.get_tracer("autogen-core")` on its module-level `trace` (`opentelemetry.trace`)
+when no tracer is given: the placement hook puts a view of that module there whose `get_tracer`
+places spans in their run."""
+RUNTIME_TRACING_MODULE: Final = "autogen_core._telemetry._tracing"
+RUNTIME_DEFAULT_PROVIDER: Final = "get_tracer_provider"
+"""`TraceHelper.__init__` (every runtime, SingleThreaded and gRPC) takes `tracer_provider or
+get_tracer_provider()`, a name imported into `_tracing`: the placement hook answers it with a
+placing view of the global provider, so a runtime built without a provider places its spans."""
+
+# --- autogen_agentchat: where runs start ----------------------------------------------------------
+
+INSTRUMENTED_PACKAGES: Final = ("autogen-agentchat >= 0.7.0, < 0.8",)
+"""The AutoGen versions `AutoGenInstrumentor` supports (its `instrumentation_dependencies()`)."""
+TEAM_CLASS: Final = ("autogen_agentchat.teams", "BaseGroupChat")
+AGENT_CLASS: Final = ("autogen_agentchat.agents", "BaseChatAgent")
+"""Public classes whose `run_stream` (teams: `run` goes through it) and `run` (agents: it does
+not) start a run; Selector, Swarm, RoundRobin, MagenticOne and GraphFlow teams inherit them."""
 
 # --- autogen_agentchat: GenAI spans --------------------------------------------------------------
 

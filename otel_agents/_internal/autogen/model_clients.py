@@ -33,7 +33,7 @@ from otel_agents._internal.genai.content import ContentPolicy
 from otel_agents._internal.genai.content import input_messages as content_input_messages
 from otel_agents._internal.genai.content import output_messages as content_output_messages
 from otel_agents._internal.genai.inference import Inference
-from otel_agents._internal.run.follow import follow
+from otel_agents._internal.run.follow import RunStream
 from otel_agents._internal.telemetry import Telemetry, current
 from otel_agents._internal.tracing.registry import REGISTRY, Node
 
@@ -260,7 +260,7 @@ async def _traced_stream(
     finally:
         _current_call.reset(call_token)
     # closed when this stream is: the client's response and the call's span end with it
-    async with contextlib.aclosing(follow(_with_current_call(stream, call), call)) as followed:
+    async with contextlib.aclosing(RunStream(_with_current_call(stream, call), lambda: call)) as followed:
         async for item in followed:
             yield item
 

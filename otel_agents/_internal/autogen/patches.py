@@ -1,34 +1,52 @@
-"""What otel-agents wraps in AutoGen, installed by `configure()` and again by each tap (cheap).
+"""What otel-agents wraps in AutoGen, and where a run starts.
 
-Model clients' `create`/`create_stream` (`model_clients`), tools (`tools`), the parsed-link memory
-(`private`), and here a span for a team nested in a traced run. AutoGen 0.7.5 makes no turn
-span when a team is a participant of another team (its `ChatAgentContainer` calls the inner team's
-`run_stream`). `BaseGroupChat.run_stream` (public) is wrapped so that a call made inside a traced
-run gets an `invoke_workflow {inner team}` span under that run's workflow, with the inner team's
-turns under it. Outside a traced run it returns AutoGen's own stream untouched.
+`install()` (every `configure()`, each tap, and `AutoGenInstrumentor`) puts in place, through
+`wrapping` so that `uninstrument()` can give every original back:
+- model clients' `create`/`create_stream` (`model_clients`), tools' `run` (`tools`), and the
+  changes to private AutoGen modules (`private`: parsed links remembered, AutoGen's tracers placed);
+- where runs start: `BaseGroupChat.run_stream` (a team's `run` goes through it),
+  `BaseChatAgent.run_stream` and `BaseChatAgent.run` (public). Called inside a traced run (a team
+  as a participant, `TeamTool`, `AgentTool`, `SocietyOfMindAgent`), each gets an
+  `invoke_workflow {name}` span under that run's workflow, with the inner turns under it (AutoGen
+  makes no turn span for a team participant). Called outside any run, each is a traced run of its
+  own when AutoGen is instrumented (`trace_every_run(True)`: `configure()`'s default and
+  `AutoGenInstrumentor`), else AutoGen's own stream comes back untouched (`tap` traces it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
-import threading
-from collections.abc import AsyncGenerator, Callable
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from otel_agents._internal.autogen.wrapping import MARK, mark
-from otel_agents._internal.run.follow import follow
+from otel_agents._internal.autogen import conventions as ag
+from otel_agents._internal.autogen import wrapping
+from otel_agents._internal.run.follow import Kind, RunStream
+from otel_agents._internal.run.start import start_run, workflow_name
+from otel_agents._internal.run.stop import CANCELLED
 from otel_agents._internal.run.workflow import WorkflowSpan
+from otel_agents._internal.telemetry import AUTOGEN_TRACERS, current
 from otel_agents._internal.tracing.registry import REGISTRY
 
-_lock = threading.Lock()
+logger = logging.getLogger(__name__)
+
+_every_run = False
+
+
+def trace_every_run(on: bool) -> None:
+    """Whether a run started outside any traced run is traced (True while instrumented)."""
+    global _every_run
+    _every_run = on
 
 
 def install() -> None:
-    """Wrap `BaseGroupChat.run_stream` once per process, and every model client and tool class so far."""
-    from autogen_agentchat.teams import BaseGroupChat
+    """Put every wrapper in place (once; classes defined since the last call are picked up)."""
+    import importlib
 
     # imported here, not with the package: `import otel_agents` stays cheap (util-genai, AutoGen)
     from otel_agents._internal.autogen import model_clients, private, tools
@@ -36,25 +54,86 @@ def install() -> None:
     model_clients.install()
     tools.install()
     private.install_link_cache()
-    with _lock:
-        original = BaseGroupChat.run_stream
-        if getattr(original, MARK, False):
-            return
-        BaseGroupChat.run_stream = mark(_wrap(original))  # type: ignore[method-assign]
+    private.install_tracer_hooks(AUTOGEN_TRACERS)
+    team = getattr(importlib.import_module(ag.TEAM_CLASS[0]), ag.TEAM_CLASS[1])
+    agent = getattr(importlib.import_module(ag.AGENT_CLASS[0]), ag.AGENT_CLASS[1])
+    wrapping.replace(team, "run_stream", _wrap_run_stream)
+    wrapping.replace(agent, "run_stream", _wrap_run_stream)
+    wrapping.replace(agent, "run", _wrap_agent_run)
 
 
-def _wrap(original: Callable[..., AsyncGenerator[Any, None]]) -> Callable[..., AsyncGenerator[Any, None]]:
+def _starter(runner: object) -> tuple[Callable[[], WorkflowSpan | None], Kind] | None:
+    """How a run of `runner` starting here is recorded: nested in the traced run current here, a
+    run of its own (instrumented), or not at all (None)."""
+    parent = otel_context.get_current()
+    name = workflow_name(runner)
+    cause = REGISTRY.lookup(trace.get_current_span(parent).get_span_context())
+    if cause is not None and not cause.run.ended:
+        under = trace.set_span_in_context(trace.NonRecordingSpan(cause.workflow), parent)
+        return (lambda: WorkflowSpan(cause.run, name, under, within=cause.trail)), "nested"
+    if _every_run:
+        telemetry = current(None)
+        if telemetry.disabled:
+            return None
+        install()  # model client and tool classes defined since instrumenting
+        return (lambda: start_run(telemetry, name, parent)), "run"
+    return None
+
+
+def _wrap_run_stream(original: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
     @functools.wraps(original)
-    def run_stream(self: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+    def run_stream(self: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         stream = original(self, *args, **kwargs)
+        if not wrapping.active():
+            return stream
         try:
-            cause = REGISTRY.lookup(trace.get_current_span().get_span_context())
-            if cause is None or cause.run.ended:
-                return stream
-            parent = trace.set_span_in_context(trace.NonRecordingSpan(cause.workflow), otel_context.get_current())
-            name = str(self.name)
+            how = _starter(self)
         except Exception:  # never break the run
             return stream
-        return follow(stream, lambda: WorkflowSpan(cause.run, name, parent, within=cause.trail))
+        if how is None:
+            return stream
+        return RunStream(stream, how[0], kind=how[1], name=workflow_name(self))
 
     return run_stream
+
+
+def _wrap_agent_run(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """An agent's `run` does not stream: its message spans come from the `TaskResult`'s messages
+    (no latency), recorded when it returns."""
+
+    @functools.wraps(original)
+    async def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        recorder = None
+        if wrapping.active():
+            try:
+                how = _starter(self)
+                recorder = how[0]() if how is not None else None
+            except Exception:  # never break the run
+                recorder = None
+        if recorder is None:
+            return await original(self, *args, **kwargs)
+        token = otel_context.attach(recorder.context)
+        try:
+            result = await original(self, *args, **kwargs)
+        except asyncio.CancelledError:
+            recorder.stopped(CANCELLED)
+            raise
+        except BaseException as exc:
+            recorder.failed(exc)
+            raise
+        else:
+            try:
+                for message in getattr(result, "messages", ()):
+                    recorder.on_item(message, timed=False)
+                recorder.on_item(result)
+            except Exception:  # recording never breaks the run
+                logger.warning("otel-agents could not record the result of %r", recorder.run.workflow, exc_info=True)
+            return result
+        finally:
+            otel_context.detach(token)
+            try:
+                recorder.end()
+            except Exception:
+                logger.warning("otel-agents could not end a span", exc_info=True)
+
+    return run

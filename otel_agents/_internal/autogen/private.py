@@ -14,6 +14,14 @@
   `get_telemetry_links` is wrapped to remember what each value parsed to (per propagator, bounded).
   Speed only: the links are the same (tests/test_trace_shape.py).
 
+- **AutoGen's tracers placed** (`install_tracer_hooks`, by every `configure()`, tap and
+  `AutoGenInstrumentor`). AgentChat's `invoke_agent`/`execute_tool` spans and a runtime built
+  without a provider reach OpenTelemetry's *global* provider through two names in
+  `autogen_core._telemetry`: `_genai.trace` (its `get_tracer`) and `_tracing.get_tracer_provider`.
+  Both are answered with a placing view of the global provider, so their spans land in their run
+  even when another party (the `opentelemetry-instrument` distro) owns the global provider.
+  Outside a run, spans go to the global provider exactly as before.
+
 Each is skipped when its target is not there (another AutoGen version): tracing then works as
 without it, only slower or, for gRPC publishes, in more traces.
 """
@@ -22,14 +30,16 @@ from __future__ import annotations
 
 import functools
 import importlib
+import types
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
-from opentelemetry import propagate
+from opentelemetry import propagate, trace
 from opentelemetry.trace import Link
+from opentelemetry.util import types as otel_types
 
 from otel_agents._internal.autogen import conventions as ag
-from otel_agents._internal.autogen.wrapping import MARK, mark
+from otel_agents._internal.autogen import wrapping
 
 _CONTEXT_KEYS: Final = ("traceparent", "tracestate")
 _LINKS_KEPT: Final = 512
@@ -39,10 +49,8 @@ _LINKS_KEPT: Final = 512
 def install_grpc() -> None:
     from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime
 
-    original = GrpcWorkerAgentRuntime.__dict__.get(ag.GRPC_SEND_MESSAGE)
-    if original is None or getattr(original, MARK, False):
-        return
-    setattr(GrpcWorkerAgentRuntime, ag.GRPC_SEND_MESSAGE, mark(_wrap_send_message(original)))
+    if ag.GRPC_SEND_MESSAGE in GrpcWorkerAgentRuntime.__dict__:
+        wrapping.replace(GrpcWorkerAgentRuntime, ag.GRPC_SEND_MESSAGE, _wrap_send_message)
 
 
 def _wrap_send_message(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
@@ -50,7 +58,7 @@ def _wrap_send_message(original: Callable[..., Awaitable[None]]) -> Callable[...
     async def _send_message(
         self: Any, runtime_message: Any, send_type: str, recipient: Any, telemetry_metadata: Mapping[str, str]
     ) -> None:
-        if send_type == "publish":
+        if send_type == "publish" and wrapping.active():
             try:
                 attributes = runtime_message.cloudEvent.attributes
                 for key in _CONTEXT_KEYS:
@@ -68,10 +76,8 @@ def install_link_cache() -> None:
         _tracing = importlib.import_module(ag.TELEMETRY_LINKS_MODULE)
     except ImportError:
         return
-    original = getattr(_tracing, ag.TELEMETRY_LINKS_FUNCTION, None)
-    if original is None or getattr(original, MARK, False):
-        return
-    setattr(_tracing, ag.TELEMETRY_LINKS_FUNCTION, mark(_remember_links(original)))
+    if hasattr(_tracing, ag.TELEMETRY_LINKS_FUNCTION):
+        wrapping.replace(_tracing, ag.TELEMETRY_LINKS_FUNCTION, _remember_links)
 
 
 def _remember_links(original: Callable[[Any], Sequence[Link] | None]) -> Callable[[Any], Sequence[Link] | None]:
@@ -80,7 +86,7 @@ def _remember_links(original: Callable[[Any], Sequence[Link] | None]) -> Callabl
     @functools.wraps(original)
     def get_telemetry_links(metadata: Any) -> Sequence[Link] | None:
         traceparent = getattr(metadata, "traceparent", None)
-        if not isinstance(traceparent, str):  # gRPC metadata, or no trace context: as AutoGen does it
+        if not isinstance(traceparent, str) or not wrapping.active():  # gRPC metadata, no context, or off
             return original(metadata)
         key = (traceparent, getattr(metadata, "tracestate", None), propagate.get_global_textmap())
         links = parsed.get(key)
@@ -94,3 +100,54 @@ def _remember_links(original: Callable[[Any], Sequence[Link] | None]) -> Callabl
         return fresh
 
     return get_telemetry_links
+
+
+def install_tracer_hooks(placing: trace.TracerProvider) -> None:
+    """Answer AutoGen's two global-provider lookups with `placing` (a view of the global provider)."""
+    try:
+        tracing = importlib.import_module(ag.RUNTIME_TRACING_MODULE)
+        genai = importlib.import_module(ag.GENAI_TRACER_MODULE)
+    except ImportError:
+        return
+    if callable(getattr(tracing, ag.RUNTIME_DEFAULT_PROVIDER, None)):
+        wrapping.replace(tracing, ag.RUNTIME_DEFAULT_PROVIDER, lambda original: _default_provider(original, placing))
+    if isinstance(getattr(genai, ag.GENAI_TRACE_MODULE_NAME, None), types.ModuleType):
+        wrapping.replace(genai, ag.GENAI_TRACE_MODULE_NAME, lambda original: _PlacingTrace(original, placing))
+
+
+def _default_provider(
+    original: Callable[[], trace.TracerProvider], placing: trace.TracerProvider
+) -> Callable[[], trace.TracerProvider]:
+    @functools.wraps(original)
+    def get_tracer_provider() -> trace.TracerProvider:
+        return placing if wrapping.active() else original()
+
+    return get_tracer_provider
+
+
+class _PlacingTrace(types.ModuleType):
+    """`opentelemetry.trace` as `autogen_core._telemetry._genai` sees it: everything the same,
+    except that `get_tracer` without a provider answers with the placing view."""
+
+    def __init__(self, module: types.ModuleType, placing: trace.TracerProvider) -> None:
+        super().__init__(module.__name__, module.__doc__)
+        self._module = module
+        self._placing = placing
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._module, name)
+
+    def get_tracer(
+        self,
+        instrumenting_module_name: str,
+        instrumenting_library_version: str | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
+        schema_url: str | None = None,
+        attributes: otel_types.Attributes = None,
+    ) -> trace.Tracer:
+        provider = self._placing if tracer_provider is None and wrapping.active() else tracer_provider
+        if provider is None:
+            return trace.get_tracer(
+                instrumenting_module_name, instrumenting_library_version, None, schema_url, attributes
+            )
+        return provider.get_tracer(instrumenting_module_name, instrumenting_library_version, schema_url, attributes)

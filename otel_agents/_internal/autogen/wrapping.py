@@ -1,18 +1,67 @@
-"""Wrapping a method on every subclass of an AutoGen base class that defines it, once per class."""
+"""Every change otel-agents makes to AutoGen goes through here, so that it can be taken back.
+
+`replace(owner, name, wrap)` puts `wrap(original)` in place of `owner.name` and keeps a ledger of
+what it replaced; `restore_all()` (`AutoGenInstrumentor.uninstrument()`) gives each original back,
+by identity, wherever our wrapper is still the one in place. Where another instrumentation wrapped
+ours afterwards, ours stays inside theirs and passes every call straight through (`active()` is
+False), so theirs keeps working and we record nothing.
+"""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 MARK: Final = "__otel_agents_wrapped__"
-_lock = threading.Lock()
+_MISSING: Final = object()
+_lock = threading.RLock()
+
+
+@dataclass(frozen=True)
+class _Replaced:
+    owner: Any
+    name: str
+    original: Any
+    """What `owner.__dict__[name]` held before (`_MISSING`: it was inherited)."""
+    wrapper: Any
+
+
+_ledger: list[_Replaced] = []
+_active = False
+
+
+def active() -> bool:
+    """Whether our wrappers record anything (False after `restore_all()`)."""
+    return _active
 
 
 def mark(function: Any) -> Any:
     setattr(function, MARK, True)
     return function
+
+
+def is_ours(function: object) -> bool:
+    return bool(getattr(function, MARK, False))
+
+
+def replace(owner: Any, name: str, wrap: Callable[[Any], Any], *, original: Any = _MISSING) -> bool:
+    """Put `wrap(original)` in place of `owner.name` (once); False when it is already ours.
+
+    `original` defaults to `owner.name` as found (inherited, for a class, when not in its own
+    `__dict__`; then restoring removes ours rather than copying the inherited one in)."""
+    global _active
+    with _lock:
+        _active = True
+        own = owner.__dict__.get(name, _MISSING)  # a class or a module
+        if is_ours(own):
+            return False
+        target = getattr(owner, name) if original is _MISSING else original
+        wrapper = mark(wrap(target))
+        setattr(owner, name, wrapper)
+        _ledger.append(_Replaced(owner, name, own, wrapper))
+        return True
 
 
 def wrap_subclasses(base: type, wrappers: Mapping[str, Callable[[Any], Any]]) -> None:
@@ -28,6 +77,32 @@ def wrap_subclasses(base: type, wrappers: Mapping[str, Callable[[Any], Any]]) ->
             pending.extend(cls.__subclasses__())
             for name, wrap in wrappers.items():
                 method = cls.__dict__.get(name)
-                if method is None or getattr(method, MARK, False) or getattr(method, "__isabstractmethod__", False):
+                if method is None or is_ours(method) or getattr(method, "__isabstractmethod__", False):
                     continue
-                setattr(cls, name, mark(wrap(method)))
+                replace(cls, name, wrap, original=method)
+
+
+def restore_all() -> int:
+    """Give back every original we replaced, newest first; the number given back.
+
+    An attribute someone else replaced after us is left as it is (ours inside it passes through)."""
+    global _active
+    with _lock:
+        _active = False
+        restored = 0
+        while _ledger:
+            entry = _ledger.pop()
+            if entry.owner.__dict__.get(entry.name) is not entry.wrapper:
+                continue  # wrapped again by someone else: theirs stays, ours passes through
+            if entry.original is _MISSING:
+                delattr(entry.owner, entry.name)
+            else:
+                setattr(entry.owner, entry.name, entry.original)
+            restored += 1
+        return restored
+
+
+def replaced() -> list[tuple[Any, str]]:
+    """What is replaced now (owner, name): for tests and debugging."""
+    with _lock:
+        return [(entry.owner, entry.name) for entry in _ledger]

@@ -693,9 +693,10 @@ PARAMS: Final[tuple[Param[Any], ...]] = (
 VARIABLES: Final = frozenset(name for param in PARAMS for name in param.variables)
 
 
-def environment() -> Mapping[str, str]:
-    """A snapshot of the table's variables as the process has them now.
+def environment(names: Iterable[str] | None = None) -> Mapping[str, str]:
+    """A snapshot of the table's variables (or of `names`, variables that are not settings of ours
+    but change what a dependency does) as the process has them now.
 
     The one place otel-agents reads `os.environ`; each `configure()` takes one and hands it down.
     """
-    return {name: os.environ[name] for name in VARIABLES if name in os.environ}
+    return {name: os.environ[name] for name in (VARIABLES if names is None else names) if name in os.environ}

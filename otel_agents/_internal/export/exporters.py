@@ -6,12 +6,12 @@ Exporter packages are imported here, when `configure()` needs them, never at `im
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from otel_agents._internal.config.settings import ConfigError, Settings, Signal
 
 if TYPE_CHECKING:
-    from opentelemetry.sdk.metrics.export import MetricReader
+    from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader
     from opentelemetry.sdk.trace.export import SpanExporter
 
 _GRPC_MISSING = (
@@ -37,24 +37,31 @@ def span_exporters(settings: Settings) -> list[SpanExporter]:
     return exporters
 
 
-def _otlp_exporter(signal: Signal, kind: str) -> Any:
-    """The OTLP exporter class for `kind` ("trace" or "metric") and the signal's protocol."""
+def otlp_span_exporter(signal: Signal) -> SpanExporter:
+    """The OTLP span exporter for the signal's protocol."""
     headers = dict(signal.headers) if signal.headers is not None else None
     transport = "grpc" if signal.protocol == "grpc" else "http"
-    module_name = f"opentelemetry.exporter.otlp.proto.{transport}.{kind}_exporter"
     try:
-        module = importlib.import_module(module_name)
+        module = importlib.import_module(f"opentelemetry.exporter.otlp.proto.{transport}.trace_exporter")
     except ImportError:
         if transport == "grpc":
             raise ConfigError(_GRPC_MISSING) from None
         raise
-    exporter_class = module.OTLPSpanExporter if kind == "trace" else module.OTLPMetricExporter
-    return exporter_class(endpoint=signal.endpoint, headers=headers)
-
-
-def otlp_span_exporter(signal: Signal) -> SpanExporter:
-    exporter: SpanExporter = _otlp_exporter(signal, "trace")
+    exporter: SpanExporter = module.OTLPSpanExporter(endpoint=signal.endpoint, headers=headers)
     return exporter
+
+
+def otlp_metric_exporter(signal: Signal) -> MetricExporter:
+    """The OTLP metric exporter for the signal's protocol; it stops at the first refusal of metrics
+    (HTTP 404 or 405, gRPC UNIMPLEMENTED: a traces-only backend) with one warning, see `refusal`."""
+    from otel_agents._internal.export import refusal
+
+    if signal.protocol == "grpc":
+        try:
+            return refusal.grpc_metric_exporter(signal.endpoint, signal.headers)
+        except ImportError:
+            raise ConfigError(_GRPC_MISSING) from None
+    return refusal.http_metric_exporter(signal.endpoint, signal.headers)
 
 
 def metric_readers(settings: Settings) -> list[MetricReader]:
@@ -63,7 +70,7 @@ def metric_readers(settings: Settings) -> list[MetricReader]:
     readers: list[MetricReader] = []
     for name in settings.metrics_exporters:
         if name == "otlp":
-            readers.append(PeriodicExportingMetricReader(_otlp_exporter(settings.metrics, "metric")))
+            readers.append(PeriodicExportingMetricReader(otlp_metric_exporter(settings.metrics)))
         elif name == "console":
             readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter()))
     return readers

@@ -112,8 +112,11 @@ class WorkflowSpan:
         self._ending = threading.Lock()
         _open.add(self)
 
-    def on_item(self, item: object) -> None:
-        """Record one streamed item: a message span (root only), usage, and the final result."""
+    def on_item(self, item: object, *, timed: bool = True) -> None:
+        """Record one streamed item: a message span (root only), usage, and the final result.
+
+        `timed=False`: the item did not stream (an agent's `run` returns them all at once), so its
+        message span gets no latency."""
         now = time.time_ns()
         if isinstance(item, self._task_result_type):
             self.stop_reason = item.stop_reason
@@ -133,8 +136,9 @@ class WorkflowSpan:
                 sc.GEN_AI_AGENT_NAME: source,
                 sc.MESSAGE_INDEX: index,
                 sc.MESSAGE_TYPE: type(item).__name__,
-                sc.MESSAGE_LATENCY_MS: (now - self._last_ns) / 1e6,
             }
+            if timed:
+                attributes[sc.MESSAGE_LATENCY_MS] = (now - self._last_ns) / 1e6
             if usage is not None:
                 attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] = usage.prompt_tokens
                 attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = usage.completion_tokens
@@ -142,7 +146,10 @@ class WorkflowSpan:
                 if cost is not None:
                     attributes[sc.COST_USD] = cost
             message_span = self._spans.start_span(
-                f"message {source}", context=self.context, attributes=attributes, start_time=self._last_ns
+                f"message {source}",
+                context=self.context,
+                attributes=attributes,
+                start_time=self._last_ns if timed else now,
             )
             content = self.run.content
             if content.enabled:

@@ -1,0 +1,45 @@
+"""`AutoGenInstrumentor`: otel-agents as an OpenTelemetry instrumentation of AutoGen.
+
+Registered under the `opentelemetry_instrumentor` entry point (name `otel_agents`), so that
+`opentelemetry-instrument python app.py` loads it with the distro's global providers; called by
+`configure()` (its default `instrument=True`) otherwise. `instrument()` puts every wrapper of
+`patches` in place and traces every run, wherever it starts; `uninstrument()` gives AutoGen back
+its original functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+
+from otel_agents._internal.autogen import conventions as ag
+from otel_agents._internal.autogen import patches, wrapping
+from otel_agents._internal.telemetry import adopt
+
+
+class AutoGenInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Trace every AutoGen run (teams' `run`/`run_stream`, agents' `run`/`run_stream`, nested
+    teams), its agents' turns, model calls and tools, each run as one trace.
+
+    `instrument(tracer_provider=None, meter_provider=None)`: with a provider given, runs are
+    recorded by it (until the next `configure()` or `instrument()`); without, by the latest
+    `configure()`'s pipeline, else by OpenTelemetry's global providers (as under
+    `opentelemetry-instrument`).
+    """
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return ag.INSTRUMENTED_PACKAGES
+
+    def _instrument(self, **kwargs: Any) -> None:
+        tracer_provider = kwargs.get("tracer_provider")
+        meter_provider = kwargs.get("meter_provider")
+        if tracer_provider is not None or meter_provider is not None:
+            adopt(tracer_provider, meter_provider)
+        patches.install()
+        patches.trace_every_run(True)
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        patches.trace_every_run(False)
+        wrapping.restore_all()

@@ -1,0 +1,53 @@
+"""Starting a traced run: its `Run` state and its `invoke_workflow` span, under the right parent."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from opentelemetry import context as otel_context
+
+from otel_agents._internal.autogen import conventions as ag
+from otel_agents._internal.genai.loops import LoopRules
+from otel_agents._internal.run.state import Run
+from otel_agents._internal.run.workflow import WorkflowSpan
+from otel_agents._internal.telemetry import Telemetry
+
+UNKNOWN_WORKFLOW = "unknown"
+
+logger = logging.getLogger(__name__)
+
+
+def workflow_name(runner: object | None, stream: object | None = None) -> str:
+    """A team's (or agent's) `name`; else the one an un-started `run_stream(...)` generator knows."""
+    owner = runner
+    if owner is None and stream is not None:
+        frame = getattr(stream, "ag_frame", None)
+        owner = frame.f_locals.get(ag.STREAM_FRAME_SELF) if frame is not None else None
+    name = getattr(owner, "name", None)
+    return name if isinstance(name, str) and name else UNKNOWN_WORKFLOW
+
+
+def start_run(telemetry: Telemetry, name: str, parent: otel_context.Context | None = None) -> WorkflowSpan | None:
+    """The run's span, under `parent` (default: the current context); None (the run goes
+    untraced) if it cannot be started."""
+    if telemetry.disabled:
+        return None
+    try:
+        run = Run(
+            provider=telemetry.sdk_tracer_provider,
+            runtime_spans=telemetry.settings.runtime_spans,
+            workflow=name,
+            loops=LoopRules(telemetry.loop_limits),
+            telemetry=telemetry,
+        )
+        return WorkflowSpan(run, name, otel_context.get_current() if parent is None else parent)
+    except Exception:
+        logger.warning("otel-agents could not start tracing run %r; it runs untraced", name, exc_info=True)
+        return None
+
+
+def run_starter(telemetry: Telemetry, name: str) -> Callable[[], WorkflowSpan | None]:
+    """Starts the run when called (at its first item), under the context current now."""
+    parent = otel_context.get_current()
+    return lambda: start_run(telemetry, name, parent)

@@ -1,0 +1,332 @@
+"""Zero code: after `configure()` alone, every AutoGen run is one trace with its run span; the
+consumer leaving early loses nothing; `uninstrument()` gives AutoGen back as it was."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from collections.abc import Callable, Iterator
+from importlib.metadata import entry_points
+from typing import Any
+
+import pytest
+from autogen_agentchat.agents import AssistantAgent, BaseChatAgent
+from autogen_agentchat.base import TaskResult
+from autogen_agentchat.teams import BaseGroupChat
+from autogen_agentchat.ui import Console
+from autogen_core.models import ChatCompletionClient
+from autogen_core.tools import BaseTool
+from autogen_ext.models.replay import ReplayChatCompletionClient
+from opentelemetry.instrumentation.dependencies import get_dist_dependency_conflicts
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import otel_agents
+from otel_agents._internal.autogen import conventions as ag
+from tests.conftest import Capture
+from tests.support.spans import Tree, one_trace
+from tests.support.teams import graph_flow, publishing, replay, selector_room, swarm, text, writers_room
+
+TEAMS: dict[str, tuple[Callable[[], Any], str]] = {
+    "round-robin": (lambda: writers_room(max_messages=4), "max_messages"),
+    "selector": (selector_room, "text_mention"),
+    "swarm": (swarm, "handoff"),
+    "graph-flow": (graph_flow, "other"),
+    "nested": (publishing, "max_messages"),
+}
+
+
+def run_span_of(tree: Tree) -> ReadableSpan:
+    assert tree.root.name.startswith("invoke_workflow "), tree.root.name
+    return tree.root
+
+
+def chat_input_tokens(tree: Tree) -> int:
+    return sum(int(c.attributes.get("gen_ai.usage.input_tokens", 0)) for c in tree.named("chat"))
+
+
+def assert_the_run_is_recorded(tree: Tree, result: TaskResult, name: str, stop_kind: str) -> None:
+    root = run_span_of(tree)
+    attributes = root.attributes or {}
+    assert root.name == f"invoke_workflow {name}"
+    assert len(str(attributes["otel_agents.run.id"])) == 32
+    assert attributes["otel_agents.stop_kind"] == stop_kind
+    assert attributes.get("otel_agents.stop_reason") == result.stop_reason
+    assert attributes["otel_agents.message_count"] == len(result.messages)
+    assert len(tree.named("message ")) == len(result.messages)
+    assert attributes["gen_ai.usage.input_tokens"] == chat_input_tokens(tree) > 0
+    assert tree.named("invoke_agent "), "the agents' turns are in the run"
+
+
+@pytest.mark.parametrize("team_name", TEAMS)
+async def test_a_plain_team_run_is_one_trace_with_its_run_span(capture: Capture, team_name: str) -> None:
+    build, stop_kind = TEAMS[team_name]
+    team = build()
+    result = await team.run(task="write")
+
+    assert_the_run_is_recorded(one_trace(capture.spans()), result, team.name, stop_kind)
+
+
+async def test_console_over_run_stream_is_one_trace(capture: Capture, capsys: pytest.CaptureFixture[str]) -> None:
+    team = selector_room()
+    result = await Console(team.run_stream(task="write"))
+
+    assert_the_run_is_recorded(one_trace(capture.spans()), result, "selector-room", "text_mention")
+    assert "APPROVE" in capsys.readouterr().out, "Console printed the run as it does untraced"
+
+
+async def test_a_nested_team_gets_its_own_workflow_span_under_the_outer_run(capture: Capture) -> None:
+    await publishing().run(task="a story")
+
+    tree = one_trace(capture.spans())
+    inner_runs = tree.named("invoke_workflow drafting")
+    assert tree.root.name == "invoke_workflow publishing" and inner_runs
+    for inner in inner_runs:
+        assert tree.parent(inner) is tree.root
+        assert "otel_agents.run.id" not in (inner.attributes or {}), "one run, one run id"
+    assert (tree.root.attributes or {})["gen_ai.usage.input_tokens"] == chat_input_tokens(tree)
+
+
+async def test_an_agents_run_is_one_trace_with_message_spans_from_its_result(capture: Capture) -> None:
+    agent = AssistantAgent("solo", model_client=replay(text("hello there", 12, 3)))
+    result = await agent.run(task="hi")
+
+    tree = one_trace(capture.spans())
+    assert_the_run_is_recorded(tree, result, "solo", "other")
+    assert [tree.parent(t) for t in tree.named("invoke_agent ")] == [tree.root]
+    messages = tree.named("message ")
+    assert [m.attributes["otel_agents.message.index"] for m in messages] == [0, 1]  # type: ignore[index]
+    assert all("otel_agents.message.latency_ms" not in (m.attributes or {}) for m in messages), "documented"
+
+
+async def test_an_agents_run_stream_is_one_trace(capture: Capture) -> None:
+    agent = AssistantAgent("solo", model_client=replay(text("hello there", 12, 3)))
+    items = [item async for item in agent.run_stream(task="hi")]
+
+    tree = one_trace(capture.spans())
+    assert_the_run_is_recorded(tree, items[-1], "solo", "other")
+    assert all("otel_agents.message.latency_ms" in (m.attributes or {}) for m in tree.named("message "))
+
+
+async def test_loop_detection_works_on_a_plain_team_run(clean_loop_env: None) -> None:
+    exporter = InMemorySpanExporter()
+    limits = otel_agents.LoopLimits(max_repeats=2)
+    with otel_agents.configure(span_exporter=exporter, loop_limits=limits, store=False) as telemetry:
+        writer = AssistantAgent("writer", model_client=replay(*[text("same words")] * 6))
+        critic = AssistantAgent("critic", model_client=replay(*[text("same notes")] * 6))
+        from autogen_agentchat.conditions import MaxMessageTermination
+        from autogen_agentchat.teams import RoundRobinGroupChat
+
+        await RoundRobinGroupChat([writer, critic], termination_condition=MaxMessageTermination(7)).run(task="go")
+        telemetry.force_flush()
+    tree = one_trace(exporter.get_finished_spans())
+    assert [e.attributes["otel_agents.loop.rule"] for e in tree.root.events] == ["repeat"]  # type: ignore[index]
+
+
+@pytest.fixture
+def clean_loop_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OTEL_AGENTS_MAX_MESSAGES", "OTEL_AGENTS_MAX_REPEATS", "OTEL_AGENTS_TOKEN_BUDGET"):
+        monkeypatch.delenv(name, raising=False)
+
+
+# --- tap and run_stream on top never make a second run span ----------------------------------
+
+
+async def test_tap_over_an_instrumented_stream_makes_one_run_span(capture: Capture) -> None:
+    items = [item async for item in otel_agents.tap(writers_room(max_messages=3).run_stream(task="go"))]
+
+    tree = one_trace(capture.spans())
+    assert [s.name for s in tree.named("invoke_workflow ")] == ["invoke_workflow writers-room"]
+    assert (tree.root.attributes or {})["otel_agents.message_count"] == len(items) - 1
+
+
+async def test_run_stream_over_an_instrumented_team_makes_one_run_span_and_cancels_on_break(
+    capture: Capture,
+) -> None:
+    team = writers_room(max_messages=10)
+    async for _ in otel_agents.run_stream(team, task="go"):
+        break
+
+    tree = one_trace(capture.spans())
+    assert [s.name for s in tree.named("invoke_workflow ")] == ["invoke_workflow writers-room"]
+    assert (tree.root.attributes or {})["otel_agents.stop_kind"] == "consumer_closed"
+
+
+async def test_with_instrument_false_only_tapped_runs_are_traced(monkeypatch: pytest.MonkeyPatch) -> None:
+    exporter = InMemorySpanExporter()
+    with otel_agents.configure(span_exporter=exporter, store=False, instrument=False) as telemetry:
+        assert not otel_agents.AutoGenInstrumentor().is_instrumented_by_opentelemetry
+        await writers_room(max_messages=3, name="untapped").run(task="go")
+        [_ async for _ in otel_agents.tap(writers_room(max_messages=3, name="tapped").run_stream(task="go"))]
+        telemetry.force_flush()
+    runs = [s.name for s in exporter.get_finished_spans() if s.name.startswith("invoke_workflow")]
+    assert runs == ["invoke_workflow tapped"]
+
+
+# --- nothing lost when the consumer leaves ----------------------------------------------------
+
+
+def ended_run(capture: Capture) -> ReadableSpan:
+    """The run span, exported by a flush made right now (it must have ended already)."""
+    (run,) = [s for s in capture.spans() if s.name.startswith("invoke_workflow")]
+    return run
+
+
+@pytest.fixture
+def detach_errors(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    caplog.set_level(logging.ERROR)
+    yield
+    assert not [r for r in caplog.records if "Failed to detach context" in r.getMessage()]
+
+
+STREAMS: dict[str, Callable[[Any], Any]] = {
+    "team.run_stream": lambda team: team.run_stream(task="go"),
+    "tap": lambda team: otel_agents.tap(team.run_stream(task="go")),
+    "run_stream": lambda team: otel_agents.run_stream(team, task="go"),
+}
+
+
+@pytest.mark.parametrize("how", STREAMS)
+async def test_break_ends_the_run_before_the_next_statement(capture: Capture, detach_errors: None, how: str) -> None:
+    async for _ in STREAMS[how](writers_room(max_messages=10)):
+        break
+    run = ended_run(capture)  # force_flush on the line after the loop exports the run span
+    assert (run.attributes or {})["otel_agents.stop_kind"] == "consumer_closed"
+    assert type(otel_agents.tap(writers_room().run_stream(task="x"))).__name__ == "RunStream"
+
+
+@pytest.mark.parametrize("how", ["agent.run_stream", "tap"])
+async def test_break_out_of_a_single_agents_stream_detaches_cleanly(
+    capture: Capture, detach_errors: None, how: str
+) -> None:
+    agent = AssistantAgent("solo", model_client=replay(text("one"), text("two")))
+    stream = agent.run_stream(task="hi")
+    async for _ in otel_agents.tap(stream) if how == "tap" else stream:
+        break
+    del stream
+    run = ended_run(capture)
+    assert (run.attributes or {})["otel_agents.stop_kind"] == "consumer_closed"
+    (turn,) = [s for s in capture.spans() if s.name == "invoke_agent solo"]
+    assert turn.parent is not None and turn.parent.span_id == run.context.span_id
+
+
+async def test_raising_out_of_the_loop_body_is_consumer_closed(capture: Capture, detach_errors: None) -> None:
+    with pytest.raises(LookupError):
+        async for _ in writers_room(max_messages=10).run_stream(task="go"):
+            raise LookupError("the consumer's own error")
+    assert (ended_run(capture).attributes or {})["otel_agents.stop_kind"] == "consumer_closed"
+
+
+def test_returning_from_main_inside_the_loop_is_consumer_closed(capture: Capture) -> None:
+    async def main() -> object:
+        async for item in writers_room(max_messages=10).run_stream(task="go"):
+            return item
+        return None
+
+    assert asyncio.run(main()) is not None
+    assert (ended_run(capture).attributes or {})["otel_agents.stop_kind"] == "consumer_closed"
+
+
+async def test_aclosing_a_kept_stream_ends_the_run(capture: Capture) -> None:
+    from contextlib import aclosing
+
+    async with aclosing(writers_room(max_messages=10).run_stream(task="go")) as stream:
+        async for _ in stream:
+            break
+    assert (ended_run(capture).attributes or {})["otel_agents.stop_kind"] == "consumer_closed"
+
+
+# --- the instrumentor -------------------------------------------------------------------------
+
+
+def patched_places() -> dict[tuple[Any, str], object]:
+    """Every place otel-agents changes in AutoGen, and what is there now."""
+    tracing = importlib.import_module(ag.RUNTIME_TRACING_MODULE)
+    genai = importlib.import_module(ag.GENAI_TRACER_MODULE)
+    places = [
+        (BaseGroupChat, "run_stream"),
+        (BaseChatAgent, "run_stream"),
+        (BaseChatAgent, "run"),
+        (ReplayChatCompletionClient, "create"),
+        (ReplayChatCompletionClient, "create_stream"),
+        (tracing, ag.RUNTIME_DEFAULT_PROVIDER),
+        (tracing, ag.TELEMETRY_LINKS_FUNCTION),
+        (genai, ag.GENAI_TRACE_MODULE_NAME),
+    ]
+    places += [(cls, "run") for cls in BaseTool.__subclasses__() if "run" in vars(cls)]
+    return {(owner, name): vars(owner).get(name) for owner, name in places}
+
+
+async def test_uninstrument_gives_autogen_back_its_original_functions(capture: Capture) -> None:
+    instrumentor = otel_agents.AutoGenInstrumentor()
+    instrumentor.uninstrument()
+    before = patched_places()
+    instrumentor.instrument()
+    during = patched_places()
+    assert all(during[place] is not before[place] for place in before), "each place is patched"
+
+    instrumentor.uninstrument()
+    after = patched_places()
+    assert all(after[place] is before[place] for place in before), "the very same objects, not wrappers"
+    await writers_room(max_messages=3).run(task="go")
+    agent = AssistantAgent("solo", model_client=replay(text("hi")))
+    await agent.run(task="hi")
+    assert not [s for s in capture.spans() if s.name.startswith(("invoke_workflow", "chat"))], "no run spans after"
+
+
+async def test_a_wrapper_added_after_ours_keeps_working_after_uninstrument(capture: Capture) -> None:
+    ours = BaseGroupChat.run_stream
+    calls: list[str] = []
+
+    def theirs(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(self.name)
+        return ours(self, *args, **kwargs)
+
+    BaseGroupChat.run_stream = theirs  # type: ignore[method-assign]
+    try:
+        otel_agents.AutoGenInstrumentor().uninstrument()
+        assert BaseGroupChat.run_stream is theirs, "theirs stays"
+        result = await writers_room(max_messages=3, name="after").run(task="go")
+        assert calls == ["after"] and len(result.messages) == 3
+        assert not [s for s in capture.spans() if s.name.startswith("invoke_workflow")], "ours passes through"
+    finally:
+        BaseGroupChat.run_stream = ours.__wrapped__  # type: ignore[attr-defined,method-assign]  # AutoGen's own
+
+
+async def test_instrument_with_a_tracer_provider_records_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instrumentor = otel_agents.AutoGenInstrumentor()
+    instrumentor.uninstrument()
+    instrumentor.instrument(tracer_provider=provider)
+    await writers_room(max_messages=3).run(task="go")
+
+    tree = one_trace(exporter.get_finished_spans())
+    assert tree.root.name == "invoke_workflow writers-room"
+    assert {s.name for s in tree.named("invoke_agent ")} == {"invoke_agent writer", "invoke_agent critic"}
+
+
+def test_it_is_registered_for_opentelemetry_instrument() -> None:
+    (entry,) = [e for e in entry_points(group="opentelemetry_instrumentor") if e.value.startswith("otel_agents")]
+    assert entry.name == "otel_agents", "a name of its own: OpenInference registers autogen_agentchat"
+    assert entry.load() is otel_agents.AutoGenInstrumentor
+    assert entry.dist is not None and get_dist_dependency_conflicts(entry.dist) is None
+    assert otel_agents.AutoGenInstrumentor().instrumentation_dependencies() == ag.INSTRUMENTED_PACKAGES
+
+
+def test_model_clients_defined_after_instrumenting_are_traced_too(capture: Capture) -> None:
+    class HouseClient(ReplayChatCompletionClient):
+        async def create(self, *args: Any, **kwargs: Any) -> Any:
+            return await super().create(*args, **kwargs)
+
+    async def main() -> None:
+        agent = AssistantAgent("solo", model_client=HouseClient([text("hi")], model_info=replay().model_info))
+        await agent.run(task="hi")
+
+    asyncio.run(main())
+    assert issubclass(HouseClient, ChatCompletionClient)
+    (call,) = [s for s in capture.spans() if s.name.startswith("chat")]
+    assert call.parent is not None
