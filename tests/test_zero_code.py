@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import os
 from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -330,3 +332,84 @@ def test_model_clients_defined_after_instrumenting_are_traced_too(capture: Captu
     assert issubclass(HouseClient, ChatCompletionClient)
     (call,) = [s for s in capture.spans() if s.name.startswith("chat")]
     assert call.parent is not None
+
+
+# --- lifecycle: which pipeline records --------------------------------------------------------
+
+
+async def test_the_latest_of_instrument_with_a_provider_and_configure_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    given = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(given))
+    otel_agents.AutoGenInstrumentor().instrument(tracer_provider=provider)
+    configured = InMemorySpanExporter()
+    with otel_agents.configure(span_exporter=configured, store=False) as telemetry:
+        await writers_room(max_messages=3).run(task="go")
+        telemetry.force_flush()
+    assert not given.get_finished_spans(), "configure() came later: its pipeline records"
+    assert one_trace(configured.get_finished_spans()).root.name == "invoke_workflow writers-room"
+    provider.get_tracer("app").start_span("still mine").end()
+    assert [s.name for s in given.get_finished_spans()] == ["still mine"], "the given provider was not shut down"
+
+
+async def test_a_nested_team_counts_as_one_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from tests.support.metrics import points
+
+    reader = InMemoryMetricReader()
+    with otel_agents.configure(span_exporter=InMemorySpanExporter(), metric_readers=[reader], store=False):
+        await publishing().run(task="a story")
+        runs = points(reader.get_metrics_data(), "otel_agents.runs")
+    assert [(p.attributes["gen_ai.workflow.name"], p.value) for p in runs] == [("publishing", 1)]
+
+
+CONFIGURE_UNDER_AN_APP_PROVIDER = """
+import asyncio, json, sys
+sys.path.insert(0, {root!r})
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from tests.support.teams import writers_room
+
+apps = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(apps))
+trace.set_tracer_provider(provider)  # the app set OpenTelemetry up first
+
+import otel_agents
+
+ours = InMemorySpanExporter()
+telemetry = otel_agents.configure(span_exporter=ours, store=False)
+asyncio.run(writers_room(max_messages=3).run(task="go"))
+telemetry.shutdown()
+trace.get_tracer("app").start_span("after our shutdown").end()
+print(json.dumps({{
+    "same_provider": telemetry.sdk_tracer_provider is provider,
+    "ours": sorted({{s.context.trace_id for s in ours.get_finished_spans()}}),
+    "apps": sorted({{s.context.trace_id for s in apps.get_finished_spans() if s.name != "after our shutdown"}}),
+    "our_names": sorted({{s.name for s in ours.get_finished_spans()}}),
+    "app_after": [s.name for s in apps.get_finished_spans() if s.name == "after our shutdown"],
+}}))
+"""
+
+
+def test_configure_under_an_apps_global_provider_adds_to_it(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parents[1])
+    script = tmp_path / "app.py"
+    script.write_text(CONFIGURE_UNDER_AN_APP_PROVIDER.format(root=root))
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["same_provider"], "one pipeline, not two"
+    assert len(seen["ours"]) == 1 and seen["ours"] == seen["apps"], "the run is one trace, in both exporters"
+    assert {"invoke_workflow writers-room", "invoke_agent writer", "message writer"} <= set(seen["our_names"])
+    assert seen["app_after"] == ["after our shutdown"], "our shutdown left the app's provider working"
+    (line,) = [line for line in done.stderr.splitlines() if "TracerProvider" in line]
+    assert "adds its exporters to it" in line

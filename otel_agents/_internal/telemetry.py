@@ -199,6 +199,35 @@ def adopt(tracer_provider: trace.TracerProvider | None, meter_provider: metrics.
     return telemetry
 
 
+def configured() -> bool:
+    """Whether `configure()` (or `instrument(tracer_provider=...)`) made a pipeline current."""
+    return _latest is not None
+
+
+_stores_added: set[int] = set()
+
+
+def store_into_global_provider() -> None:
+    """With `OTEL_AGENTS_STORE` set and an SDK provider global (the distro's), runs also go to the
+    embedded store, so the CLI can show them; once per provider."""
+    from otel_agents._internal.config import params
+
+    env = params.environment()
+    provider = trace.get_tracer_provider()
+    add = getattr(provider, "add_span_processor", None)
+    if not env.get(params.STORE.variables[0]) or add is None or id(provider) in _stores_added:
+        return
+    from otel_agents._internal.export import pipeline
+    from otel_agents._internal.export.store import StoreSpanExporter
+
+    settings = resolve_settings(environ=env)
+    if settings.store_dir is None:
+        return
+    exporter = StoreSpanExporter(settings.store_dir, max_bytes=settings.store_max_bytes)
+    add(pipeline.make_processor(exporter, settings, pipeline.Health()))
+    _stores_added.add(id(provider))
+
+
 _lock = threading.Lock()
 _latest: Telemetry | None = None
 _global_provider: _GlobalTracerProvider | None = None

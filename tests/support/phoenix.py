@@ -44,6 +44,22 @@ class Phoenix:
                 return []
             raise
 
+    def project_spans(self, project: str, count: int, deadline_s: float = 30) -> list[dict[str, Any]]:
+        """Every span of the project, polled until `count` arrived (or the deadline passed)."""
+        url = f"{self.http_endpoint}/v1/projects/{project}/spans?limit=1000"
+        deadline = time.monotonic() + deadline_s
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=10) as response:
+                    spans = list(json.load(response)["data"])
+            except urllib.error.HTTPError as error:
+                if error.code != 404:  # 404: the project does not exist yet
+                    raise
+                spans = []
+            if len(spans) >= count or time.monotonic() > deadline:
+                return spans
+            time.sleep(0.25)
+
     def wait_for_spans(self, project: str, trace_id: str, count: int, deadline_s: float = 30) -> list[dict[str, Any]]:
         """Poll until `count` spans of the trace arrived (or the deadline passed)."""
         deadline = time.monotonic() + deadline_s

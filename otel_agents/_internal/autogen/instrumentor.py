@@ -16,7 +16,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen import patches, wrapping
-from otel_agents._internal.telemetry import adopt
+from otel_agents._internal.telemetry import adopt, configured, store_into_global_provider
 
 
 class AutoGenInstrumentor(BaseInstrumentor):  # type: ignore[misc]
@@ -37,6 +37,8 @@ class AutoGenInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         meter_provider = kwargs.get("meter_provider")
         if tracer_provider is not None or meter_provider is not None:
             adopt(tracer_provider, meter_provider)
+        elif not configured():
+            store_into_global_provider()  # under `opentelemetry-instrument`, when OTEL_AGENTS_STORE asks
         patches.install()
         patches.trace_every_run(True)
 

@@ -1,0 +1,126 @@
+"""`opentelemetry-instrument python app.py`: an app that never imports otel_agents, run the
+OpenTelemetry way, gets one trace per `team.run()` with its run span, and one `chat` span per model
+call even with OpenTelemetry's own OpenAI instrumentation loaded alongside."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from tests.support.openai_server import OpenAIServer
+from tests.support.phoenix import Phoenix
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = ROOT / "tests" / "support" / "zero_code_app.py"
+INSTRUMENT = Path(sys.executable).parent / "opentelemetry-instrument"
+
+
+def run_instrumented(
+    app: Path, server: OpenAIServer, tmp_path: Path, **variables: str
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "OPENAI_BASE_URL": server.base_url,
+        "OPENAI_API_KEY": "test-key",
+        "OTEL_SERVICE_NAME": "zero-code",
+        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_LOGS_EXPORTER": "none",
+        # OpenInference's AgentChat instrumentor is installed here (for the benchmarks): as the
+        # README says, disable other AutoGen instrumentors by their entry point name
+        "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "autogen_agentchat",
+        **variables,
+    }
+    done = subprocess.run(
+        [str(INSTRUMENT), sys.executable, str(app)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def console_spans(stdout: str) -> list[dict[str, Any]]:
+    decoder, spans, at = json.JSONDecoder(), [], 0
+    while (at := stdout.find("{", at)) != -1:
+        span, at = decoder.raw_decode(stdout, at)
+        spans.append(span)
+    return spans
+
+
+def by_trace(spans: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Console and Phoenix JSON alike: `context.trace_id`, `parent_id`."""
+    traces: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for span in spans:
+        traces[span["context"]["trace_id"]].append(span)
+    return traces
+
+
+def assert_two_runs(traces: dict[str, list[dict[str, Any]]], server: OpenAIServer) -> None:
+    assert len(traces) == 2, [sorted(s["name"] for s in t) for t in traces.values()]
+    chats = 0
+    for spans in traces.values():
+        (root,) = [s for s in spans if s["parent_id"] is None]
+        assert root["name"] == "invoke_workflow writers-room"
+        assert root["attributes"]["otel_agents.stop_kind"] == "max_messages"
+        assert root["attributes"]["otel_agents.message_count"] == 3
+        calls = [s for s in spans if s["name"].startswith("chat")]
+        assert {s["name"] for s in spans} >= {"invoke_agent writer", "invoke_agent critic", "message writer"}
+        assert root["attributes"]["gen_ai.usage.input_tokens"] == sum(
+            c["attributes"]["gen_ai.usage.input_tokens"] for c in calls
+        )
+        chats += len(calls)
+    assert chats == server.request_count == 4, "one chat span per call, with the OpenAI instrumentation on"
+    billed_in = sum(b.prompt_tokens for b in server.billed)
+    in_spans = sum(
+        s["attributes"].get("gen_ai.usage.input_tokens", 0)
+        for t in traces.values()
+        for s in t
+        if s["name"].startswith("chat")
+    )
+    assert in_spans == billed_in, "each token counted once"
+
+
+def test_two_team_runs_are_two_traces_under_opentelemetry_instrument(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    with OpenAIServer() as server:
+        done = run_instrumented(APP, server, tmp_path, OTEL_TRACES_EXPORTER="console", OTEL_AGENTS_STORE=str(store))
+    spans = console_spans(done.stdout)
+    assert_two_runs(by_trace(spans), server)
+    calls = [s for s in spans if s["name"].startswith("chat")]
+    assert all(c["attributes"].get("server.address") == "127.0.0.1" for c in calls), (
+        "OpenTelemetry's OpenAI instrumentation was on and added to our chat span"
+    )
+    listed = subprocess.run(
+        [str(Path(sys.executable).parent / "otel-agents"), "--store", str(store), "runs"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert listed.stdout.count("writers-room") == 2, listed.stdout
+
+
+def test_two_team_runs_arrive_in_phoenix_as_two_traces(phoenix: Phoenix, tmp_path: Path) -> None:
+    project = "zero-code"
+    with OpenAIServer() as server:
+        run_instrumented(
+            APP,
+            server,
+            tmp_path,
+            OTEL_TRACES_EXPORTER="otlp",
+            OTEL_EXPORTER_OTLP_ENDPOINT=phoenix.http_endpoint,
+            OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+            OTEL_RESOURCE_ATTRIBUTES=f"openinference.project.name={project}",
+        )
+    spans = phoenix.project_spans(project, count=2 * 14)
+    assert_two_runs(by_trace(spans), server)
