@@ -5,11 +5,12 @@
 
 Each mode lives in a worker process of its own, instrumented as a user would instrument it
 (untraced; AutoGen's built-in tracing; OpenInference's AgentChat instrumentor; otel-agents, with
-runtime spans off and nested). Traced modes export to the same counting sink behind a batch
+runtime spans off and nested), each run a plain `await team.run(...)` (otel-agents traces it with
+no call-site change). Traced modes export to the same counting sink behind a batch
 processor. The coordinator asks the workers for one run at a time, in a new random order each
 round, so every mode sees the same machine conditions. It reports medians, min-max, the ratio of
-medians to the untraced run, and spans per run; then the memory a 10,000-message run adds through
-the tap, and otel-agents exporting over OTLP to a real local Phoenix, if one can be started.
+medians to the untraced run, and spans per run; then the memory a 10,000-message run adds when
+traced, and otel-agents exporting over OTLP to a real local Phoenix, if one can be started.
 """
 
 from __future__ import annotations
@@ -63,18 +64,17 @@ def _worker(mode: str, connection: Connection, endpoint: str | None) -> None:
 
 
 def _memory_worker(traced: bool, messages: int, connection: Connection) -> None:
-    """Peak memory (tracemalloc) of one long run, with or without the tap."""
+    """Peak memory (tracemalloc) of one long `team.run()`, traced by otel-agents or not."""
     import tracemalloc
 
     _quiet()
-    state = set_up("otel-agents" if traced else "untraced")
+    set_up("otel-agents" if traced else "untraced")
     from benchmarks.workloads import build
 
     async def run() -> None:
         team = build(f"replay-{messages}", None)
         tracemalloc.start()
-        async for _ in state.tap(team.run_stream(task="go")):
-            pass
+        await team.run(task="go")
 
     asyncio.run(run())
     _, peak = tracemalloc.get_traced_memory()
@@ -104,8 +104,7 @@ def _many_runs_worker(mode: str, checkpoints: list[int], connection: Connection)
         done = 0
         for checkpoint in checkpoints:
             while done < checkpoint:
-                async for _ in state.tap(build("replay-5", None).run_stream(task="go")):
-                    pass
+                await build("replay-5", None).run(task="go")
                 done += 1
             state.flush()
             gc.collect()
@@ -150,7 +149,7 @@ def _in_workers(target: Any, argument_lists: list[tuple[Any, ...]]) -> list[Any]
 
 
 def many_runs(checkpoints: list[int]) -> dict[str, dict[int, float]]:
-    """RSS (MiB) at each checkpoint, untraced and through the tap, measured side by side."""
+    """RSS (MiB) at each checkpoint, untraced and traced (`team.run()`), measured side by side."""
     untraced, traced = _in_workers(_many_runs_worker, [("untraced", checkpoints), ("otel-agents", checkpoints)])
     return {"untraced": untraced, "otel-agents": traced}
 
@@ -241,9 +240,9 @@ def memory(messages: int) -> dict[str, float]:
         parent, child = context.Pipe()
         process = context.Process(target=_memory_worker, args=(traced, messages, child), daemon=True)
         process.start()
-        peaks["tap" if traced else "untraced"] = parent.recv() / 1e6
+        peaks["traced" if traced else "untraced"] = parent.recv() / 1e6
         process.join(timeout=60)
-    peaks["added_mb"] = peaks["tap"] - peaks["untraced"]
+    peaks["added_mb"] = peaks["traced"] - peaks["untraced"]
     return peaks
 
 
@@ -358,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"## Memory of a {messages:,}-message run (tracemalloc peak)",
         "",
-        f"untraced {mem['untraced']:.1f} MB, through the tap {mem['tap']:.1f} MB: **{mem['added_mb']:.1f} MB added**.",
+        f"untraced {mem['untraced']:.1f} MB, traced {mem['traced']:.1f} MB: **{mem['added_mb']:.1f} MB added**.",
         "",
         f"## Memory of many runs in one process (resident MiB, 5-message runs, {checkpoints[-1]:,} a mode)",
         "",
@@ -414,7 +413,7 @@ def targets(results: dict[str, Any]) -> list[str]:
     builtin = replay5.get("autogen", {}).get("ratio")
     row("runtime spans nested: no worse than AutoGen's built-in tracing (5-message run)", nested, builtin)
     row("OpenAI-client run: 1.05x or less", results["openai-tool"]["otel-agents"]["ratio"], 1.05)
-    row("10,000-message run: under 10 MB added by the tap", results["memory"]["added_mb"], 10.0, " MB")
+    row("10,000-message run: under 10 MB added by tracing", results["memory"]["added_mb"], 10.0, " MB")
     untraced, traced = results["many_runs"]["untraced"], results["many_runs"]["otel-agents"]
     counted = sorted(c for c in traced if c)
     first, last = counted[0], counted[-1]

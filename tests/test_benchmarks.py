@@ -32,7 +32,7 @@ def test_the_benchmark_runs_in_quick_mode(tmp_path: Path) -> None:
         assert modes["untraced"]["ratio"] == 1.0 and modes["untraced"]["spans"] == 0
         for mode in traced:
             assert modes[mode]["spans"] > 0 and modes[mode]["median_ms"] > 0, (workload, mode)
-    assert results["memory"]["tap"] > 0 and results["memory"]["untraced"] > 0
+    assert results["memory"]["traced"] > 0 and results["memory"]["untraced"] > 0
     assert all(op["us"] > 0 for op in results["operations"].values())
     assert "model-call span, per call" in results["operations"]
     text = out.read_text()
