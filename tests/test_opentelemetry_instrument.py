@@ -124,3 +124,14 @@ def test_two_team_runs_arrive_in_phoenix_as_two_traces(phoenix: Phoenix, tmp_pat
         )
     spans = phoenix.project_spans(project, count=2 * 14)
     assert_two_runs(by_trace(spans), server)
+
+
+def test_a_run_open_when_the_process_exits_is_exported_as_shutdown(tmp_path: Path) -> None:
+    with OpenAIServer() as server:
+        done = run_instrumented(
+            APP.with_name("zero_code_open_app.py"), server, tmp_path, OTEL_TRACES_EXPORTER="console"
+        )
+    (root,) = [s for s in console_spans(done.stdout) if s["parent_id"] is None]
+    assert root["name"] == "invoke_workflow left-open"
+    assert root["attributes"]["otel_agents.stop_kind"] == "shutdown"
+    assert root["attributes"]["otel_agents.stop_reason"] == "shutdown"

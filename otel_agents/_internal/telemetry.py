@@ -269,7 +269,11 @@ def activate(telemetry: Telemetry, *, set_global: bool) -> Telemetry | None:
 
 @atexit.register
 def _shutdown_at_exit() -> None:
-    """Deliver what the latest pipeline holds when the process exits (bounded in time)."""
+    """Deliver what the latest pipeline holds when the process exits (bounded in time). Runs still
+    open are ended first (`shutdown`), whichever pipeline records them: under
+    `opentelemetry-instrument` the distro's provider shuts down after this (exit handlers run last
+    registered first, and the provider was made before otel-agents was loaded)."""
+    end_open_runs(None)
     if _latest is not None:
         _latest.shutdown()
 

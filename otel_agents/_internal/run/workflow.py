@@ -48,10 +48,13 @@ _open: weakref.WeakSet[WorkflowSpan] = weakref.WeakSet()
 """Workflow spans not ended yet: those of a pipeline that shuts down are ended as `shutdown`."""
 
 
-def end_open_runs(provider: trace.TracerProvider) -> None:
-    """End every run (and nested team) still open whose spans `provider` records: stop kind and
-    reason `shutdown`, nested teams first. Called when the pipeline shuts down."""
-    open_now = sorted((w for w in list(_open) if w.run.provider is provider), key=lambda w: w.is_root)
+def end_open_runs(provider: trace.TracerProvider | None) -> None:
+    """End every run (and nested team) still open whose spans `provider` records (None: every
+    one): stop kind and reason `shutdown`, nested teams first. Called when the pipeline shuts
+    down, and when the process exits."""
+    open_now = sorted(
+        (w for w in list(_open) if provider is None or w.run.provider is provider), key=lambda w: w.is_root
+    )
     for workflow in open_now:
         try:
             workflow.stopped(SHUTDOWN)
