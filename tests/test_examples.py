@@ -23,21 +23,15 @@ def run(args: list[str], tmp_path: Path, **variables: str) -> subprocess.Complet
     return done
 
 
-def test_the_quickstart_puts_one_run_in_the_store(tmp_path: Path) -> None:
-    store = tmp_path / "store"
+def test_the_quickstart_puts_one_run_in_the_default_store(tmp_path: Path) -> None:
     with OpenAIServer() as server:
-        done = run(
-            [sys.executable, str(QUICKSTART)],
-            tmp_path,
-            OPENAI_BASE_URL=server.base_url,
-            OPENAI_API_KEY="test-key",
-            OTEL_AGENTS_STORE=str(store),
-        )
+        done = run([sys.executable, str(QUICKSTART)], tmp_path, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="k")
     assert "stopped: Maximum number of messages 3 reached" in done.stdout
     assert done.stderr == "", "a first run says nothing on stderr"
-    runs = run([str(BIN / "otel-agents"), "--store", str(store), "runs"], tmp_path).stdout.splitlines()
+    assert list((tmp_path / "data").rglob("*.sqlite3")), "in the user data directory, where the CLI looks"
+    runs = run([str(BIN / "otel-agents"), "runs"], tmp_path).stdout.splitlines()  # as the README says: no --store
     assert len(runs) == 2 and "writers-room" in runs[1] and "max_messages" in runs[1], runs
-    shown = run([str(BIN / "otel-agents"), "--store", str(store), "show", runs[1].split()[0]], tmp_path).stdout
+    shown = run([str(BIN / "otel-agents"), "show", runs[1].split()[0]], tmp_path).stdout
     for name in ("invoke_workflow writers-room", "invoke_agent writer", "invoke_agent critic", "chat gpt-4o-mini"):
         assert name in shown, shown
 

@@ -4,6 +4,7 @@ consumer leaving early loses nothing; `uninstrument()` gives AutoGen back as it 
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import logging
 import os
@@ -17,9 +18,11 @@ from autogen_agentchat.agents import AssistantAgent, BaseChatAgent
 from autogen_agentchat.base import TaskResult
 from autogen_agentchat.teams import BaseGroupChat
 from autogen_agentchat.ui import Console
+from autogen_core.logging import LLMCallEvent, LLMStreamEndEvent
 from autogen_core.models import ChatCompletionClient
 from autogen_core.tools import BaseTool
 from autogen_ext.models.replay import ReplayChatCompletionClient
+from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime
 from opentelemetry.instrumentation.dependencies import get_dist_dependency_conflicts
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -148,12 +151,16 @@ async def test_run_stream_over_an_instrumented_team_makes_one_run_span_and_cance
     capture: Capture,
 ) -> None:
     team = writers_room(max_messages=10)
+    clients = [agent._model_client for agent in team._participants]  # type: ignore[attr-defined]
     async for _ in otel_agents.run_stream(team, task="go"):
         break
+    used = [c.total_usage().prompt_tokens for c in clients]
+    await asyncio.sleep(0.3)  # long enough for the team to make its next model calls, were it going on
 
     tree = one_trace(capture.spans())
     assert [s.name for s in tree.named("invoke_workflow ")] == ["invoke_workflow writers-room"]
     assert (tree.root.attributes or {})["otel_agents.stop_kind"] == "consumer_closed"
+    assert [c.total_usage().prompt_tokens for c in clients] == used, "the team was cancelled: no call since"
 
 
 async def test_with_instrument_false_only_tapped_runs_are_traced(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -196,7 +203,6 @@ async def test_break_ends_the_run_before_the_next_statement(capture: Capture, de
         break
     run = ended_run(capture)  # force_flush on the line after the loop exports the run span
     assert (run.attributes or {})["otel_agents.stop_kind"] == "consumer_closed"
-    assert type(otel_agents.tap(writers_room().run_stream(task="x"))).__name__ == "RunStream"
 
 
 @pytest.mark.parametrize("how", ["agent.run_stream", "tap"])
@@ -210,7 +216,11 @@ async def test_break_out_of_a_single_agents_stream_detaches_cleanly(
     del stream
     run = ended_run(capture)
     assert (run.attributes or {})["otel_agents.stop_kind"] == "consumer_closed"
-    (turn,) = [s for s in capture.spans() if s.name == "invoke_agent solo"]
+    for _ in range(100):  # the stream itself closes in a task of its own, in its own context
+        if turns := [s for s in capture.spans() if s.name == "invoke_agent solo"]:
+            break
+        await asyncio.sleep(0.01)
+    (turn,) = turns
     assert turn.parent is not None and turn.parent.span_id == run.context.span_id
 
 
@@ -221,7 +231,7 @@ async def test_raising_out_of_the_loop_body_is_consumer_closed(capture: Capture,
     assert (ended_run(capture).attributes or {})["otel_agents.stop_kind"] == "consumer_closed"
 
 
-def test_returning_from_main_inside_the_loop_is_consumer_closed(capture: Capture) -> None:
+def test_returning_from_main_inside_the_loop_is_consumer_closed(capture: Capture, detach_errors: None) -> None:
     async def main() -> object:
         async for item in writers_room(max_messages=10).run_stream(task="go"):
             return item
@@ -231,7 +241,7 @@ def test_returning_from_main_inside_the_loop_is_consumer_closed(capture: Capture
     assert (ended_run(capture).attributes or {})["otel_agents.stop_kind"] == "consumer_closed"
 
 
-async def test_aclosing_a_kept_stream_ends_the_run(capture: Capture) -> None:
+async def test_aclosing_a_kept_stream_ends_the_run(capture: Capture, detach_errors: None) -> None:
     from contextlib import aclosing
 
     async with aclosing(writers_room(max_messages=10).run_stream(task="go")) as stream:
@@ -258,6 +268,8 @@ def patched_places() -> dict[tuple[Any, str], object]:
         (genai, ag.GENAI_TRACE_MODULE_NAME),
     ]
     places += [(cls, "run") for cls in BaseTool.__subclasses__() if "run" in vars(cls)]
+    places += [(LLMCallEvent, "__init__"), (LLMStreamEndEvent, "__init__")]
+    places += [(GrpcWorkerAgentRuntime, ag.GRPC_SEND_MESSAGE)]
     return {(owner, name): vars(owner).get(name) for owner, name in places}
 
 
@@ -282,6 +294,7 @@ async def test_a_wrapper_added_after_ours_keeps_working_after_uninstrument(captu
     ours = BaseGroupChat.run_stream
     calls: list[str] = []
 
+    @functools.wraps(ours)
     def theirs(self: Any, *args: Any, **kwargs: Any) -> Any:
         calls.append(self.name)
         return ours(self, *args, **kwargs)
@@ -292,9 +305,15 @@ async def test_a_wrapper_added_after_ours_keeps_working_after_uninstrument(captu
         assert BaseGroupChat.run_stream is theirs, "theirs stays"
         result = await writers_room(max_messages=3, name="after").run(task="go")
         assert calls == ["after"] and len(result.messages) == 3
-        assert not [s for s in capture.spans() if s.name.startswith("invoke_workflow")], "ours passes through"
+        assert not [s for s in capture.spans() if s.name.startswith(("invoke_workflow", "chat"))], "ours pass through"
+
+        otel_agents.AutoGenInstrumentor().instrument()  # ours, still inside theirs, wakes up: not a second one
+        assert BaseGroupChat.run_stream is theirs
+        await writers_room(max_messages=3, name="again").run(task="go")
+        runs = [s for s in capture.spans() if s.name.startswith("invoke_workflow")]
+        assert [s.name for s in runs] == ["invoke_workflow again"], "one run span, from one wrapper"
     finally:
-        BaseGroupChat.run_stream = ours.__wrapped__  # type: ignore[attr-defined,method-assign]  # AutoGen's own
+        BaseGroupChat.run_stream = ours  # type: ignore[method-assign]  # theirs removed: uninstrument restores AutoGen's
 
 
 async def test_instrument_with_a_tracer_provider_records_there(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -413,3 +432,165 @@ def test_configure_under_an_apps_global_provider_adds_to_it(tmp_path: Path) -> N
     assert seen["app_after"] == ["after our shutdown"], "our shutdown left the app's provider working"
     (line,) = [line for line in done.stderr.splitlines() if "TracerProvider" in line]
     assert "adds its exporters to it" in line
+
+
+# --- review: the corners --------------------------------------------------------------------
+
+
+async def test_breaking_after_the_result_keeps_autogens_stop_reason(capture: Capture) -> None:
+    async for item in writers_room(max_messages=3).run_stream(task="go"):
+        if isinstance(item, TaskResult):
+            break
+    attributes = ended_run(capture).attributes or {}
+    assert attributes["otel_agents.stop_kind"] == "max_messages"
+    assert str(attributes["otel_agents.stop_reason"]).startswith("Maximum number of messages 3 reached")
+
+
+async def test_tap_over_a_filter_of_an_instrumented_stream_is_one_run(capture: Capture) -> None:
+    async def only_messages(stream: Any) -> Any:
+        async for item in stream:
+            if not isinstance(item, TaskResult):
+                yield item
+
+    team = writers_room(max_messages=3)
+    items = [i async for i in otel_agents.tap(only_messages(team.run_stream(task="go")), team=team)]
+    tree = one_trace(capture.spans())
+    assert len(items) == 3 and tree.root.name == "invoke_workflow writers-room"
+    run_ids = {s.attributes["otel_agents.run.id"] for s in tree.spans if "otel_agents.run.id" in (s.attributes or {})}
+    assert len(run_ids) == 1, "one run: the instrumented stream nests under the tap's"
+
+
+def tool_call(name: str) -> Any:
+    import json
+
+    from autogen_core import FunctionCall
+    from autogen_core.models import CreateResult, RequestUsage
+
+    return CreateResult(
+        finish_reason="function_calls",
+        content=[FunctionCall(id="c1", name=name, arguments=json.dumps({"task": "do it"}))],
+        usage=RequestUsage(prompt_tokens=5, completion_tokens=1),
+        cached=False,
+    )
+
+
+def agent_tool_run() -> Any:
+    from autogen_agentchat.tools import AgentTool
+
+    helper = AssistantAgent("helper", model_client=replay(text("helped", 7, 2)), description="helps")
+    boss = AssistantAgent("boss", model_client=replay(tool_call("helper"), text("done")), tools=[AgentTool(helper)])
+    return boss.run(task="go"), "boss", "helper"
+
+
+def team_tool_run() -> Any:
+    from autogen_agentchat.conditions import MaxMessageTermination
+    from autogen_agentchat.teams import RoundRobinGroupChat
+    from autogen_agentchat.tools import TeamTool
+
+    tool = TeamTool(writers_room(max_messages=3, name="drafting"), name="drafting", description="drafts")
+    boss = AssistantAgent("boss", model_client=replay(tool_call("drafting"), text("done")), tools=[tool])
+    team = RoundRobinGroupChat([boss], termination_condition=MaxMessageTermination(3), name="outer")
+    return team.run(task="go"), "outer", "drafting"
+
+
+def society_of_mind_run() -> Any:
+    from autogen_agentchat.agents import SocietyOfMindAgent
+    from autogen_agentchat.conditions import MaxMessageTermination
+    from autogen_agentchat.teams import RoundRobinGroupChat
+
+    mind = SocietyOfMindAgent(
+        "mind", team=writers_room(max_messages=3, name="drafting"), model_client=replay(text("summary", 9, 2))
+    )
+    team = RoundRobinGroupChat([mind], termination_condition=MaxMessageTermination(2), name="outer")
+    return team.run(task="go"), "outer", "drafting"
+
+
+@pytest.mark.parametrize("make", [agent_tool_run, team_tool_run, society_of_mind_run], ids=lambda f: f.__name__)
+async def test_a_run_started_inside_a_run_is_nested_and_counted_once(make: Callable[[], Any]) -> None:
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from tests.support.metrics import points
+
+    exporter, reader = InMemorySpanExporter(), InMemoryMetricReader()
+    with otel_agents.configure(span_exporter=exporter, metric_readers=[reader], store=False) as telemetry:
+        running, outer, inner = make()
+        await running
+        telemetry.force_flush()
+        runs = [
+            (p.attributes["gen_ai.workflow.name"], p.value)
+            for p in points(reader.get_metrics_data(), "otel_agents.runs")
+        ]
+    tree = one_trace(exporter.get_finished_spans())
+    assert tree.root.name == f"invoke_workflow {outer}"
+    assert [tree.root] == [s for s in tree.spans if "otel_agents.run.id" in (s.attributes or {})], "one run id"
+    assert tree.named(f"invoke_workflow {inner}"), "the inner run is a workflow span in the outer trace"
+    assert (tree.root.attributes or {})["gen_ai.usage.input_tokens"] == chat_input_tokens(tree), "counted once"
+    assert runs == [(outer, 1)]
+
+
+async def test_instrument_with_a_provider_after_configure_retargets(monkeypatch: pytest.MonkeyPatch) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with otel_agents.configure(span_exporter=InMemorySpanExporter(), store=False):
+        otel_agents.AutoGenInstrumentor().instrument(tracer_provider=provider)  # already instrumented: re-targets
+        await writers_room(max_messages=3).run(task="go")
+    assert one_trace(exporter.get_finished_spans()).root.name == "invoke_workflow writers-room"
+
+
+async def test_instrument_with_a_telemetrys_own_provider_keeps_that_pipeline(monkeypatch: pytest.MonkeyPatch) -> None:
+    exporter = InMemorySpanExporter()
+    telemetry = otel_agents.configure(span_exporter=exporter, store=False, instrument=False)
+    try:
+        otel_agents.AutoGenInstrumentor().instrument(tracer_provider=telemetry.tracer_provider)
+        await writers_room(max_messages=3).run(task="go")
+        assert telemetry.force_flush(), "not shut down"
+        assert one_trace(exporter.get_finished_spans()).root.name == "invoke_workflow writers-room"
+    finally:
+        telemetry.shutdown()
+
+
+@pytest.mark.parametrize("how", ["configure(instrument=False)", "tap after uninstrument"])
+async def test_uninstrument_gives_everything_back_whoever_patched(capture: Capture, how: str) -> None:
+    instrumentor = otel_agents.AutoGenInstrumentor()
+    instrumentor.uninstrument()
+    before = patched_places()
+    if how == "configure(instrument=False)":
+        otel_agents.configure(span_exporter=InMemorySpanExporter(), store=False, instrument=False).shutdown()
+    else:
+        [_ async for _ in otel_agents.tap(writers_room(max_messages=3).run_stream(task="go"))]
+    assert BaseGroupChat.run_stream is not before[(BaseGroupChat, "run_stream")], "patched again"
+    instrumentor.uninstrument()
+    after = patched_places()
+    assert all(after[place] is before[place] for place in before)
+
+
+def test_a_stream_dropped_after_its_loop_closed_ends_the_run_quietly(
+    capture: Capture, caplog: pytest.LogCaptureFixture
+) -> None:
+    kept: list[Any] = []
+
+    async def first_item() -> None:
+        stream = writers_room(max_messages=10).run_stream(task="go")
+        kept.append(stream)
+        await stream.__anext__()
+
+    asyncio.run(first_item())
+    kept.clear()  # dropped with no event loop running
+    assert (ended_run(capture).attributes or {})["otel_agents.stop_kind"] == "consumer_closed"
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR and "otel" in r.name]
+
+
+async def test_a_streams_own_cleanup_never_touches_the_consumers_task(capture: Capture) -> None:
+    async def stream() -> Any:
+        try:
+            for i in range(5):
+                yield i
+        finally:
+            async with asyncio.timeout(0.05):  # a cleanup with a deadline, which it misses
+                await asyncio.sleep(1)
+
+    async for _ in otel_agents.tap(stream()):
+        break
+    await asyncio.sleep(0.2)  # the deadline has passed: it must not cancel this task
+    assert (ended_run(capture).attributes or {})["otel_agents.stop_kind"] == "consumer_closed"

@@ -106,6 +106,12 @@ class Telemetry:
         """Spans this pipeline could not deliver: failed exports, full queues, cut-off shutdowns."""
         return self._health.dropped_spans if self._health is not None else 0
 
+    def shares_providers_with(self, other: Telemetry) -> bool:
+        """Whether `other` records through a provider of this pipeline (shutting this one down
+        would stop `other`)."""
+        mine = (self._sdk_tracer_provider, self._meter_provider)
+        return other.sdk_tracer_provider in mine or other.meter_provider in mine
+
     def shutdown(self) -> None:
         """Flush and stop the pipeline, within the exporter timeout plus a few seconds. Idempotent."""
         if self._shut_down:
@@ -194,7 +200,7 @@ def adopt(tracer_provider: trace.TracerProvider | None, meter_provider: metrics.
         owns_meter_provider=False,
     )
     previous = activate(telemetry, set_global=False)
-    if previous is not None:
+    if previous is not None and not previous.shares_providers_with(telemetry):
         previous.shutdown()
     return telemetry
 

@@ -32,6 +32,24 @@ class AutoGenInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def instrumentation_dependencies(self) -> Collection[str]:
         return ag.INSTRUMENTED_PACKAGES
 
+    def instrument(self, **kwargs: Any) -> Any:
+        """Instrument AutoGen; when it already is, a given provider still becomes the one that
+        records runs (the latest of `configure()` and `instrument(tracer_provider=...)` wins)."""
+        if self.is_instrumented_by_opentelemetry and (
+            kwargs.get("tracer_provider") is not None or kwargs.get("meter_provider") is not None
+        ):
+            adopt(kwargs.get("tracer_provider"), kwargs.get("meter_provider"))
+            return None
+        return super().instrument(**kwargs)
+
+    def uninstrument(self, **kwargs: Any) -> Any:
+        """Give AutoGen back every original function, whoever put otel-agents' wrappers in place
+        (`instrument()`, `configure()`, a `tap`; a later `tap` or `configure()` puts them back)."""
+        if not self.is_instrumented_by_opentelemetry:
+            self._uninstrument(**kwargs)
+            return None
+        return super().uninstrument(**kwargs)
+
     def _instrument(self, **kwargs: Any) -> None:
         tracer_provider = kwargs.get("tracer_provider")
         meter_provider = kwargs.get("meter_provider")
@@ -40,6 +58,7 @@ class AutoGenInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         elif not configured():
             store_into_global_provider()  # under `opentelemetry-instrument`, when OTEL_AGENTS_STORE asks
         patches.install()
+        patches.install_grpc()
         patches.trace_every_run(True)
 
     def _uninstrument(self, **kwargs: Any) -> None:

@@ -28,6 +28,7 @@ from opentelemetry import trace
 
 from otel_agents._internal import keys as sc
 from otel_agents._internal.autogen import conventions as ag
+from otel_agents._internal.autogen import wrapping
 from otel_agents._internal.autogen.wrapping import wrap_subclasses
 from otel_agents._internal.genai.content import ContentPolicy
 from otel_agents._internal.genai.content import input_messages as content_input_messages
@@ -193,7 +194,7 @@ def _unpriced(telemetry: Telemetry, model: str | None, tokens: int) -> None:
 def _start(
     client: object, args: Sequence[Any], kwargs: Mapping[str, Any], *, streaming: bool = False
 ) -> ModelCall | None:
-    if _current_call.get() is not None:  # a subclass calling super().create(): one span per call
+    if _current_call.get() is not None or not wrapping.active():  # super().create(): one span per call
         return None
     try:
         node = REGISTRY.lookup(trace.get_current_span().get_span_context())
@@ -293,7 +294,7 @@ def _wrap_event_init(original: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(original)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
-        call = _current_call.get()
+        call = _current_call.get() if wrapping.active() else None
         if call is not None:
             try:
                 call.on_event(getattr(self, ag.LLM_EVENT_KWARGS))

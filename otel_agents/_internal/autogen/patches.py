@@ -31,7 +31,7 @@ from otel_agents._internal.run.start import start_run, workflow_name
 from otel_agents._internal.run.stop import CANCELLED
 from otel_agents._internal.run.workflow import WorkflowSpan
 from otel_agents._internal.telemetry import AUTOGEN_TRACERS, current
-from otel_agents._internal.tracing.registry import REGISTRY
+from otel_agents._internal.tracing.registry import REGISTRY, Node
 
 logger = logging.getLogger(__name__)
 
@@ -62,22 +62,58 @@ def install() -> None:
     wrapping.replace(agent, "run", _wrap_agent_run)
 
 
+def install_grpc() -> None:
+    """The gRPC worker runtime's patch (`private.install_grpc`), when autogen-ext's gRPC runtime is
+    installed (the `grpc` extra); `create_runtime(host_address=...)` installs it too."""
+    from importlib.util import find_spec
+
+    from otel_agents._internal.autogen import private
+
+    try:
+        if find_spec("grpc") is None or find_spec("autogen_ext.runtimes.grpc") is None:
+            return
+        private.install_grpc()
+    except ImportError:
+        return
+
+
 def _starter(runner: object) -> tuple[Callable[[], WorkflowSpan | None], Kind] | None:
-    """How a run of `runner` starting here is recorded: nested in the traced run current here, a
-    run of its own (instrumented), or not at all (None)."""
-    parent = otel_context.get_current()
+    """How a run of `runner` starting here is recorded, or None (AutoGen's own stream, untouched).
+
+    Instrumented, every run is recorded; whether as a run of its own or nested in the traced run
+    current where it starts is decided at its first item (a stream made in one place may be
+    iterated inside another traced run: `tap(my_filter(team.run_stream()))`). Otherwise only a run
+    started inside a traced run is recorded, nested in it.
+    """
+    made_in = otel_context.get_current()
     name = workflow_name(runner)
-    cause = REGISTRY.lookup(trace.get_current_span(parent).get_span_context())
-    if cause is not None and not cause.run.ended:
-        under = trace.set_span_in_context(trace.NonRecordingSpan(cause.workflow), parent)
-        return (lambda: WorkflowSpan(cause.run, name, under, within=cause.trail)), "nested"
     if _every_run:
         telemetry = current(None)
         if telemetry.disabled:
             return None
         install()  # model client and tool classes defined since instrumenting
-        return (lambda: start_run(telemetry, name, parent)), "run"
-    return None
+
+        def start() -> WorkflowSpan | None:
+            return _nested(name, otel_context.get_current()) or start_run(telemetry, name, made_in)
+
+        return start, "run"
+    if _cause(made_in) is None:
+        return None
+    return (lambda: _nested(name, made_in)), "nested"
+
+
+def _cause(here: otel_context.Context) -> Node | None:
+    cause = REGISTRY.lookup(trace.get_current_span(here).get_span_context())
+    return cause if cause is not None and not cause.run.ended else None
+
+
+def _nested(name: str, here: otel_context.Context) -> WorkflowSpan | None:
+    """An `invoke_workflow {name}` span under the workflow of the traced run current `here`."""
+    cause = _cause(here)
+    if cause is None:
+        return None
+    under = trace.set_span_in_context(trace.NonRecordingSpan(cause.workflow), here)
+    return WorkflowSpan(cause.run, name, under, within=cause.trail)
 
 
 def _wrap_run_stream(original: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:

@@ -1,6 +1,7 @@
 """The only changes otel-agents makes to private AutoGen modules, each tested against the pin.
 
-- **Trace context on published gRPC events** (`install_grpc`, by `create_runtime(host_address=...)`).
+- **Trace context on published gRPC events** (`install_grpc`, by `AutoGenInstrumentor` when the
+  gRPC runtime is installed, and by `create_runtime(host_address=...)`).
   autogen-ext 0.7.5's `GrpcWorkerAgentRuntime` sends the sender's trace context in gRPC metadata,
   which the host does not forward to a topic's subscribers; the subscribers read it from the
   CloudEvent's attributes instead, where `publish_message` never puts it. So a publish crossing

@@ -17,6 +17,7 @@ from opentelemetry.trace import Span
 
 from otel_agents._internal import keys as sc
 from otel_agents._internal.autogen import conventions as ag
+from otel_agents._internal.autogen import wrapping
 from otel_agents._internal.autogen.wrapping import wrap_subclasses
 from otel_agents._internal.genai.content import ContentPolicy
 from otel_agents._internal.telemetry import current
@@ -47,7 +48,7 @@ def _record(span: Span, policy: ContentPolicy, key: str, value: Callable[[], str
 def _wrap_run(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     @functools.wraps(original)
     async def run(self: Any, args: Any, *rest: Any, **kwargs: Any) -> Any:
-        span, policy = _tool_span(), None
+        span, policy = (_tool_span() if wrapping.active() else None), None
         if span is not None:
             policy = _policy()
         if span is not None and policy is not None:

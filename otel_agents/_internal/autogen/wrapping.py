@@ -4,7 +4,8 @@
 what it replaced; `restore_all()` (`AutoGenInstrumentor.uninstrument()`) gives each original back,
 by identity, wherever our wrapper is still the one in place. Where another instrumentation wrapped
 ours afterwards, ours stays inside theirs and passes every call straight through (`active()` is
-False), so theirs keeps working and we record nothing.
+False), so theirs keeps working and we record nothing; instrumenting again wakes ours up there
+(found through `__wrapped__`) rather than wrapping theirs a second time.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ class _Replaced:
 
 
 _ledger: list[_Replaced] = []
+_dormant: list[_Replaced] = []
+"""Ours, left inside someone else's wrapper by `restore_all()`: woken again, not doubled, by `replace`."""
 _active = False
 
 
@@ -55,6 +58,11 @@ def replace(owner: Any, name: str, wrap: Callable[[Any], Any], *, original: Any 
     with _lock:
         _active = True
         own = owner.__dict__.get(name, _MISSING)  # a class or a module
+        for entry in [e for e in _dormant if e.owner is owner and e.name == name]:
+            _dormant.remove(entry)
+            if entry.wrapper is own or _wraps(own, entry.wrapper):  # ours is still in there: woken up
+                _ledger.append(entry)
+                return False
         if is_ours(own):
             return False
         target = getattr(owner, name) if original is _MISSING else original
@@ -62,6 +70,16 @@ def replace(owner: Any, name: str, wrap: Callable[[Any], Any], *, original: Any 
         setattr(owner, name, wrapper)
         _ledger.append(_Replaced(owner, name, own, wrapper))
         return True
+
+
+def _wraps(outer: object, inner: object, depth: int = 16) -> bool:
+    """Whether `inner` is in `outer`'s chain of `__wrapped__` (functools.wraps, wrapt)."""
+    while depth > 0 and outer is not None:
+        if outer is inner:
+            return True
+        outer = getattr(outer, "__wrapped__", None)
+        depth -= 1
+    return False
 
 
 def wrap_subclasses(base: type, wrappers: Mapping[str, Callable[[Any], Any]]) -> None:
@@ -93,7 +111,8 @@ def restore_all() -> int:
         while _ledger:
             entry = _ledger.pop()
             if entry.owner.__dict__.get(entry.name) is not entry.wrapper:
-                continue  # wrapped again by someone else: theirs stays, ours passes through
+                _dormant.append(entry)  # wrapped again by someone else: theirs stays, ours passes through
+                continue
             if entry.original is _MISSING:
                 delattr(entry.owner, entry.name)
             else:

@@ -4,17 +4,21 @@ nothing lost when the consumer leaves.
 `RunStream` is an async iterator, not an async generator, on purpose. When a consumer `break`s out
 of `async for item in team.run_stream(...)`, Python drops the iterator at once; an async generator
 would be finalised later by the event loop (in another task, or cancelled at `asyncio.run`'s end),
-so the run span would end late, as `cancelled`, and AutoGen's own spans suspended inside the
-stream would fail to detach their context. `RunStream` ends the run (`consumer_closed`) when it is
-dropped, before the statement after the loop runs, and starts closing the inner stream right there,
-in the consumer's context; whatever that closing still has to wait for goes on in a task.
+so the run span would end late, as `cancelled`. `RunStream` ends the run (`consumer_closed`) when
+it is dropped, before the statement after the loop runs, and closes the inner stream in a task.
+
+The inner stream runs in a `contextvars.Context` of its own (a copy of the consumer's at the first
+item, with the run's span current), stepped in it each time the consumer asks for an item. So
+whatever the stream attaches (AutoGen's `invoke_agent` span stays attached across a single agent's
+yields) never reaches the consumer, and it detaches cleanly whichever task closes the stream.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
-from collections.abc import AsyncIterator, Callable, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from opentelemetry import context as otel_context
@@ -50,19 +54,18 @@ def _safely(what: str, action: Callable[[], object]) -> None:
 
 
 _closing: set[asyncio.Task[None]] = set()
-"""Closings of dropped streams still waiting for something (the loop keeps only weak references)."""
+"""Closings of dropped streams under way (the loop keeps only weak references to tasks)."""
 
 
 class RunStream(Generic[T]):
     """`stream`'s items, unchanged, reported to the recorder that `start` makes at the first item.
 
-    The stream advances only when the consumer asks, under the recorder's context; whatever
-    context the stream leaves behind at an item is restored when it resumes, and nothing stays
-    attached while the consumer holds an item. `cancel` is called when the consumer leaves early or
+    The stream advances only when the consumer asks, in a context of its own where the recorder's
+    span is current; nothing it attaches reaches the consumer. `cancel` is called when the consumer leaves early or
     is cancelled. `kind` says what the recorder is (a run, a team nested in one, or nothing).
     """
 
-    __slots__ = ("_cancel", "_context", "_done", "_recorder", "_start", "_started", "_stream", "kind", "name")
+    __slots__ = ("_cancel", "_done", "_own", "_recorder", "_start", "_started", "_stream", "kind", "name")
 
     def __init__(
         self,
@@ -80,7 +83,8 @@ class RunStream(Generic[T]):
         self._cancel = cancel
         self.kind: Kind = kind if start is not None else "untraced"
         self._recorder: Recorder | None = None
-        self._context: otel_context.Context | None = None
+        self._own: contextvars.Context | None = None
+        """The context the inner stream runs in (made at the first item)."""
         self._started = False
         self._done = False
 
@@ -116,48 +120,42 @@ class RunStream(Generic[T]):
     def __aiter__(self) -> RunStream[T]:
         return self
 
+    def _begin(self) -> None:
+        self._started = True
+        start, self._start = self._start, None
+        if start is not None:
+            try:
+                self._recorder = start()  # under the consumer's context: where the run starts
+            except Exception:
+                logger.warning("otel-agents could not start tracing a run; it runs untraced", exc_info=True)
+        own = contextvars.copy_context()
+        if self._recorder is not None:
+            own.run(otel_context.attach, self._recorder.context)  # the run's span, current in there only
+        self._own = own
+
     async def __anext__(self) -> T:
         if self._done:
             raise StopAsyncIteration
         if not self._started:
             self._begin()
         recorder = self._recorder
-        token = otel_context.attach(self._context)  # type: ignore[arg-type]
-        outcome: BaseException | None = None
         try:
-            item = await self._stream.__anext__()
-        except BaseException as exc:  # reported below, then raised again
-            outcome = exc
-        finally:
-            self._context = otel_context.get_current()
-            otel_context.detach(token)
-        if outcome is not None:
+            item: T = await _InContext(self._own, self._stream.__anext__)
+        except BaseException as exc:  # reported, then raised unchanged
             self._done = True
-            if isinstance(outcome, StopAsyncIteration):
-                pass
-            elif isinstance(outcome, asyncio.CancelledError):
+            if isinstance(exc, asyncio.CancelledError):
                 if recorder is not None:
                     recorder.stopped(CANCELLED)
                 if self._cancel is not None:
                     _safely("cancel the team", self._cancel)
-            elif recorder is not None:
-                recorder.failed(outcome)
+            elif recorder is not None and not isinstance(exc, StopAsyncIteration):
+                recorder.failed(exc)
             if recorder is not None:
                 _safely("end a span", recorder.end)
-            raise outcome
+            raise
         if recorder is not None:
             _safely(f"record a {type(item).__name__}", lambda: recorder.on_item(item))
         return item
-
-    def _begin(self) -> None:
-        self._started = True
-        start, self._start = self._start, None
-        if start is not None:
-            try:
-                self._recorder = start()
-            except Exception:
-                logger.warning("otel-agents could not start tracing a run; it runs untraced", exc_info=True)
-        self._context = self._recorder.context if self._recorder is not None else otel_context.get_current()
 
     async def aclose(self) -> None:
         """Leave early: the run ends as `consumer_closed` once the inner stream has closed."""
@@ -169,16 +167,13 @@ class RunStream(Generic[T]):
         try:
             aclose = getattr(self._stream, "aclose", None)
             if aclose is not None:
-                token = otel_context.attach(self._context or otel_context.get_current())
                 try:
-                    await aclose()
+                    await (_InContext(self._own, aclose) if self._own is not None else aclose())
                 except asyncio.CancelledError:
                     # The team's own shutdown reports the cancellation we caused when the consumer
                     # left; the consumer asked for nothing to be cancelled, so it does not see it.
                     if not (cancelled_by_us and not _current_task_cancelling()):
                         raise
-                finally:
-                    otel_context.detach(token)
         finally:
             if recorder is not None:
                 _safely("end a span", recorder.end)
@@ -199,74 +194,57 @@ class RunStream(Generic[T]):
         self._done = True
         try:
             self._leave()
-            _close_now(self._stream, self._context)
-        except Exception:
-            logger.debug("otel-agents could not close a stream its consumer dropped", exc_info=True)
         finally:
             if self._recorder is not None:
                 _safely("end a span", self._recorder.end)
+        aclose = getattr(self._stream, "aclose", None)
+        if aclose is None or self._own is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop in this thread (dropped late): Python finalises the stream
+            return
+        task = loop.create_task(_close(self._own, aclose))
+        _closing.add(task)
+        task.add_done_callback(_closing.discard)
 
 
-def _close_now(stream: object, context: otel_context.Context | None) -> None:
-    """Start closing `stream` here, in the consumer's context (so that contexts attached inside it
-    detach cleanly); if closing has to wait for something, it goes on in a task."""
-    aclose = getattr(stream, "aclose", None)
-    if aclose is None:
-        return
-    closing = aclose()
-    token = otel_context.attach(context or otel_context.get_current())
+async def _close(own: contextvars.Context, aclose: Callable[[], Awaitable[object]]) -> None:
+    """Close a dropped stream in its own context, in a task of its own."""
     try:
-        waiting = closing.send(None)
-    except StopIteration:
-        return  # closed at once (a single agent's stream)
-    except BaseException:  # the stream's own error on the way out: not the consumer's
+        await _InContext(own, aclose)
+    except Exception:  # the stream's own error on the way out: nobody is there to take it
         logger.debug("otel-agents: a dropped stream raised while closing", exc_info=True)
-        return
-    finally:
-        otel_context.detach(token)
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # no loop (garbage collected late): nothing to wait with
-        closing.close()
-        return
-    task = loop.create_task(_go_on_closing(closing, waiting, context))
-    _closing.add(task)
-    task.add_done_callback(_closing.discard)
 
 
-async def _go_on_closing(closing: Any, waiting: object, context: otel_context.Context | None) -> None:
-    token = otel_context.attach(context or otel_context.get_current())
-    try:
-        await _Resumed(closing, waiting)
-    except Exception:
-        logger.debug("otel-agents: a dropped stream raised while closing", exc_info=True)
-    finally:
-        otel_context.detach(token)
+class _InContext:
+    """Await what `make()` returns with every step of it run in `context` (`Context.run`), in the
+    task that awaits this, as a plain `await` would run it (cancellation passed in the same way)."""
 
+    __slots__ = ("_context", "_make")
 
-class _Resumed:
-    """An awaitable that goes on with an awaitable already started by hand (`closing`, which
-    yielded `waiting`): the rest of it runs in the task that awaits this, as `await` would."""
+    def __init__(self, context: contextvars.Context | None, make: Callable[[], Awaitable[Any]]) -> None:
+        self._context = context if context is not None else contextvars.copy_context()
+        self._make = make
 
-    def __init__(self, step: Any, waiting: object) -> None:
-        self._step = step
-        self._waiting = waiting
-
-    def __await__(self) -> Generator[Any, None, None]:
-        waiting = self._waiting
+    def __await__(self) -> Generator[Any, None, Any]:
+        run = self._context.run
+        steps = run(lambda: self._make().__await__())
+        value: Any = None
+        error: BaseException | None = None
         while True:
             try:
-                yield waiting
-            except BaseException as exc:  # thrown into the task: passed on
-                try:
-                    waiting = self._step.throw(exc)
-                except StopIteration:
-                    return
-            else:
-                try:
-                    waiting = self._step.send(None)
-                except StopIteration:
-                    return
+                waiting = run(steps.send, value) if error is None else run(steps.throw, error)
+            except StopIteration as done:
+                return done.value
+            value, error = None, None
+            try:
+                value = yield waiting
+            except GeneratorExit:
+                run(steps.close)
+                raise
+            except BaseException as exc:  # thrown into the awaiting task (a cancellation): passed on
+                error = exc
 
 
 def _current_task_cancelling() -> bool:

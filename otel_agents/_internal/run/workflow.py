@@ -112,6 +112,7 @@ class WorkflowSpan:
         self.stop_kind: StopKind | None = None
         self._error: BaseException | None = None
         self._ended = False
+        self._finished = False
         self._ending = threading.Lock()
         _open.add(self)
 
@@ -124,6 +125,7 @@ class WorkflowSpan:
         if isinstance(item, self._task_result_type):
             self.stop_reason = item.stop_reason
             self.stop_kind = stop_kind_of(item.stop_reason)
+            self._finished = True  # how it ended is known: a consumer leaving now changes nothing
             return
         if isinstance(item, self._chunk_type):
             return
@@ -185,8 +187,8 @@ class WorkflowSpan:
                 run.instruments.loop_detections.add(1, {sc.GEN_AI_WORKFLOW_NAME: run.workflow, sc.LOOP_RULE: hit.rule})
 
     def stopped(self, reason: str) -> None:
-        """The run ended early: `cancelled`, `consumer_closed` or `shutdown`."""
-        if not self._ended:
+        """The run ended early: `cancelled`, `consumer_closed` or `shutdown` (unless its result came)."""
+        if not self._ended and not self._finished:
             self.stop_reason = reason
             self.stop_kind = EARLY_STOPS[reason]
 
