@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: creates .venv, installs what the tests need (Arize
 # Phoenix in its own .venv-phoenix, Debian's docker-compose, prometheus and alertmanager), runs
-# lint, the type check and pytest. The tests start and stop
+# lint, the type check and pytest; then, in .venv-lowest, the AutoGen- and SDK-facing tests on the
+# lowest supported versions (only when no pytest arguments are given). The tests start and stop
 # their servers themselves, on 127.0.0.1. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +25,19 @@ fi
 
 source scripts/_phoenix.sh
 
+# The lowest versions otel-agents supports (ci/lowest.txt: AutoGen 0.7.0, OpenTelemetry 1.43), in a
+# second environment without OpenInference, for the tests that touch AutoGen and the SDK most.
+[ -x .venv-lowest/bin/python ] || "$PYTHON" -m venv .venv-lowest
+.venv-lowest/bin/python -m pip install -q --disable-pip-version-check -c ci/lowest.txt -e ".[test-core]"
+
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy otel_agents
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+echo "== newest versions: the whole suite"
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+if [ $# -eq 0 ]; then
+  echo "== lowest versions ($(.venv-lowest/bin/python -m pip list --format=freeze 2>/dev/null | grep -E '^(autogen-agentchat|opentelemetry-sdk)==' | tr '\n' ' '))"
+  .venv-lowest/bin/python -m pytest -q -p no:cacheprovider \
+    tests/test_trace_shape.py tests/test_model_calls.py tests/test_zero_code.py \
+    tests/test_opentelemetry_instrument.py tests/test_examples.py tests/test_autogen_conventions.py
+fi

@@ -594,3 +594,38 @@ async def test_a_streams_own_cleanup_never_touches_the_consumers_task(capture: C
         break
     await asyncio.sleep(0.2)  # the deadline has passed: it must not cancel this task
     assert (ended_run(capture).attributes or {})["otel_agents.stop_kind"] == "consumer_closed"
+
+
+def test_an_autogen_outside_the_supported_range_is_left_alone(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from importlib.metadata import version
+
+    otel_agents.AutoGenInstrumentor().uninstrument()
+    before = patched_places()
+    monkeypatch.setattr(ag, "INSTRUMENTED_PACKAGES", ("autogen-agentchat >= 0.8, < 0.9",))
+    with caplog.at_level(logging.WARNING, logger="otel_agents"):
+        otel_agents.configure(span_exporter=InMemorySpanExporter(), store=False).shutdown()
+    warnings = [r.getMessage() for r in caplog.records if r.name.startswith("otel_agents")]
+    assert len(warnings) == 1 and version("autogen-agentchat") in warnings[0], warnings
+    assert not otel_agents.AutoGenInstrumentor().is_instrumented_by_opentelemetry
+    assert patched_places() == before, "nothing patched: the app runs as without otel-agents"
+
+
+def test_the_grpc_patch_waits_for_the_app_to_import_the_grpc_runtime(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = """
+import sys
+import otel_agents
+from otel_agents._internal.autogen import wrapping
+otel_agents.configure(store=False)
+print("grpc imported by configure:", "grpc" in sys.modules)
+from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime
+print("patched on import:", wrapping.is_ours(vars(GrpcWorkerAgentRuntime)["_send_message"]))
+"""
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["grpc imported by configure: False", "patched on import: True"]

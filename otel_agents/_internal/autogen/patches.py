@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -62,19 +63,29 @@ def install() -> None:
     wrapping.replace(agent, "run", _wrap_agent_run)
 
 
-def install_grpc() -> None:
-    """The gRPC worker runtime's patch (`private.install_grpc`), when autogen-ext's gRPC runtime is
-    installed (the `grpc` extra); `create_runtime(host_address=...)` installs it too."""
-    from importlib.util import find_spec
+_GRPC_RUNTIME_MODULE = "autogen_ext.runtimes.grpc"
+_grpc_hook = False
 
-    from otel_agents._internal.autogen import private
 
-    try:
-        if find_spec("grpc") is None or find_spec("autogen_ext.runtimes.grpc") is None:
-            return
+def install_grpc_when_imported() -> None:
+    """The gRPC worker runtime's patch (`private.install_grpc`), put in place when the app imports
+    autogen-ext's gRPC runtime (now, if it has), while AutoGen is instrumented. Not imported here:
+    `grpc` alone costs a process some 6 MiB. `create_runtime(host_address=...)` installs it too."""
+    global _grpc_hook
+    if not _grpc_hook:
+        import wrapt
+
+        _grpc_hook = True
+        wrapt.register_post_import_hook(_on_grpc_runtime_import, _GRPC_RUNTIME_MODULE)  # now, if imported
+    elif _GRPC_RUNTIME_MODULE in sys.modules:  # instrumented again: the hook has fired already
+        _on_grpc_runtime_import(sys.modules[_GRPC_RUNTIME_MODULE])
+
+
+def _on_grpc_runtime_import(module: object) -> None:
+    if _every_run:
+        from otel_agents._internal.autogen import private
+
         private.install_grpc()
-    except ImportError:
-        return
 
 
 def _starter(runner: object) -> tuple[Callable[[], WorkflowSpan | None], Kind] | None:
