@@ -1,7 +1,8 @@
 """The package as a user installs it: `python -m build` makes an sdist and a wheel that `twine
 check` passes; the wheel carries `py.typed`, the console script and the instrumentor's entry
-point; installed into a project that already holds AutoGen 0.7.1 and OpenTelemetry SDK 1.43.0, it
-leaves both where they are, and the demo runs from it."""
+point; installed into a project that already holds AutoGen 0.7.1 and OpenTelemetry SDK 1.43.0 (with
+the project's versions as constraints, as the README says), it leaves both where they are, and the
+demo runs from it."""
 
 from __future__ import annotations
 
@@ -53,7 +54,11 @@ def test_the_wheel_fits_a_project_on_older_versions_and_runs_the_demo(tmp_path: 
     sh(sys.executable, "-m", "venv", venv)
     python = venv / "bin" / "python"
     sh(python, "-m", "pip", "install", "-q", *(f"{name}=={v}" for name, v in EXISTING_PROJECT.items()), timeout=600)
-    sh(python, "-m", "pip", "install", "-q", wheel, timeout=600)
+    # as the README says: keep what the project has pinned (pip takes the newest release of each
+    # package it adds, and OpenTelemetry's packages pin one another's versions)
+    keep = tmp_path / "keep.txt"
+    keep.write_text(sh(python, "-m", "pip", "freeze"))
+    sh(python, "-m", "pip", "install", "-q", wheel, "-c", keep, timeout=600)
     after = installed(python)
     assert {name: after[name] for name in EXISTING_PROJECT} == EXISTING_PROJECT, "the project's versions stay"
 
