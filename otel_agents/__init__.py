@@ -19,6 +19,7 @@ from otel_agents._internal.autogen.runtime import create_runtime
 from otel_agents._internal.config.settings import ConfigError
 from otel_agents._internal.configure import configure
 from otel_agents._internal.genai.loops import LoopLimits
+from otel_agents._internal.run.attribution import run_attributes
 from otel_agents._internal.run.tap import run_stream, tap
 from otel_agents._internal.telemetry import Telemetry
 from otel_agents._version import __version__
@@ -36,6 +37,7 @@ __all__ = [
     "__version__",
     "configure",
     "create_runtime",
+    "run_attributes",
     "run_stream",
     "tap",
 ]

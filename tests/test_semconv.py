@@ -122,6 +122,12 @@ def test_the_content_event_name_is_util_genais(monkeypatch: pytest.MonkeyPatch) 
     assert sc.GEN_AI_INPUT_MESSAGES in (event.log_record.attributes or {})
 
 
+def test_the_conversation_id_key_is_util_genais(written: Written) -> None:
+    call = written.handler.inference("openai", request_model="gpt-4o-mini", conversation_id="c-1")
+    call.stop()
+    assert (written.span().attributes or {})[sc.GEN_AI_CONVERSATION_ID] == "c-1"
+
+
 def test_create_agent_is_autogens_own_operation_name() -> None:
     """util-genai has no `create_agent`; AgentChat writes those spans, under this name."""
     assert sc.OPERATION_CREATE_AGENT == autogen_genai.GenAiOperationNameValues.CREATE_AGENT.value
@@ -145,6 +151,7 @@ CHECKED_ABOVE = {
     sc.GEN_AI_TOOL_CALL_RESULT,
     sc.ERROR_TYPE,
     sc.GEN_AI_INFERENCE_DETAILS_EVENT,
+    sc.GEN_AI_CONVERSATION_ID,
 }
 
 
@@ -158,7 +165,9 @@ def test_every_convention_key_of_ours_is_checked_against_util_genai() -> None:
 def test_our_own_keys_live_in_our_namespace() -> None:
     ours = [v for k, v in vars(sc).items() if k.isupper() and isinstance(v, str) and "." in v]
     assert ours
-    assert all(key.startswith(("gen_ai.", "otel_agents.", "error.")) for key in ours)
+    general = {sc.USER_ID, sc.SESSION_ID}  # OpenTelemetry's general conventions for who a run is for
+    assert all(key.startswith(("gen_ai.", "otel_agents.", "error.")) or key in general for key in ours)
+    assert general == {"user.id", "session.id"}
 
 
 def test_nothing_imports_the_deprecated_semconv_gen_ai_constants() -> None:

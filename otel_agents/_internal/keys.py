@@ -7,10 +7,15 @@ these strings: change them only together with the README, `deploy/` and the test
 
 from typing import Final
 
+# General semantic conventions (who a run is for)
+USER_ID: Final = "user.id"
+SESSION_ID: Final = "session.id"
+
 # GenAI semantic conventions
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
 GEN_AI_WORKFLOW_NAME: Final = "gen_ai.workflow.name"
 GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
 GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
 GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"

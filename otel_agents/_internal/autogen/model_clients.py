@@ -93,7 +93,12 @@ class ModelCall:
         self.node = node
         """Where the call was made (its turn, tool, or run), resolved once, at its start."""
         self._inference = Inference(
-            telemetry, provider=provider_name(client), request_model=self.model, agent=self.agent, streaming=streaming
+            telemetry,
+            provider=provider_name(client),
+            request_model=self.model,
+            agent=self.agent,
+            streaming=streaming,
+            conversation_id=node.run.conversation_id if node is not None else None,
         )
         self.context = self._inference.context
 

@@ -27,6 +27,7 @@ from opentelemetry import trace
 
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen import wrapping
+from otel_agents._internal.run import attribution
 from otel_agents._internal.run.follow import Kind, RunStream
 from otel_agents._internal.run.start import start_run, workflow_name
 from otel_agents._internal.run.stop import CANCELLED
@@ -61,6 +62,11 @@ def install() -> None:
     wrapping.replace(team, "run_stream", _wrap_run_stream)
     wrapping.replace(agent, "run_stream", _wrap_run_stream)
     wrapping.replace(agent, "run", _wrap_agent_run)
+    # a team's (or agent's) conversation: carried by save_state/load_state, ended by reset
+    for cls, reset in ((team, "reset"), (agent, "on_reset")):
+        wrapping.wrap_subclasses(
+            cls, {"save_state": _wrap_save_state, "load_state": _wrap_load_state, reset: _wrap_reset}
+        )
 
 
 _GRPC_RUNTIME_MODULE = "autogen_ext.runtimes.grpc"
@@ -105,7 +111,7 @@ def _starter(runner: object) -> tuple[Callable[[], WorkflowSpan | None], Kind] |
         install()  # model client and tool classes defined since instrumenting
 
         def start() -> WorkflowSpan | None:
-            return _nested(name, otel_context.get_current()) or start_run(telemetry, name, made_in)
+            return _nested(name, otel_context.get_current()) or start_run(telemetry, name, made_in, runner=runner)
 
         return start, "run"
     if _cause(made_in) is None:
@@ -139,9 +145,48 @@ def _wrap_run_stream(original: Callable[..., AsyncIterator[Any]]) -> Callable[..
             return stream
         if how is None:
             return stream
-        return RunStream(stream, how[0], kind=how[1], name=workflow_name(self))
+        return RunStream(stream, how[0], kind=how[1], name=workflow_name(self), runner=self)
 
     return run_stream
+
+
+def _wrap_save_state(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(original)
+    async def save_state(self: Any, *args: Any, **kwargs: Any) -> Any:
+        state = await original(self, *args, **kwargs)
+        if not wrapping.active():
+            return state
+        try:
+            return attribution.with_conversation(self, state)
+        except Exception:  # the state as AutoGen made it, whatever happens here
+            logger.warning("otel-agents could not add the conversation to a saved state", exc_info=True)
+            return state
+
+    return save_state
+
+
+def _wrap_load_state(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(original)
+    async def load_state(self: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
+        result = await original(self, state, *args, **kwargs)  # AutoGen ignores our key: pinned by a test
+        if wrapping.active():
+            try:
+                attribution.resume(self, state)
+            except Exception:
+                logger.warning("otel-agents could not read the conversation of a loaded state", exc_info=True)
+        return result
+
+    return load_state
+
+
+def _wrap_reset(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(original)
+    async def reset(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = await original(self, *args, **kwargs)
+        attribution.forget(self)
+        return result
+
+    return reset
 
 
 def _wrap_agent_run(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:

@@ -76,12 +76,15 @@ class Inference:
         request_model: str | None,
         agent: str | None,
         streaming: bool = False,
+        conversation_id: str | None = None,
     ) -> None:
         self._content = telemetry.settings.content
         # Inside another GenAI instrumentation's inference, util-genai gives us no span of our own:
         # what we know is handed to that outer invocation, and we touch no span.
         self.suppressed = isinstance(get_value(CLIENT_INFERENCE_CONTEXT_KEY), InferenceData)
-        invocation = handler_for(telemetry).inference(provider, request_model=request_model)
+        invocation = handler_for(telemetry).inference(
+            provider, request_model=request_model, conversation_id=conversation_id
+        )
         invocation.suspend()  # started attached; the caller attaches `context` around the call itself
         if streaming:
             invocation.request_stream = True

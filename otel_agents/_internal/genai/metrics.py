@@ -127,8 +127,10 @@ class Instruments:
         messages: int,
         cost_usd: float | None,
         context: Context,
+        run_attributes: Mapping[str, str | bool | int | float] | None = None,
     ) -> None:
-        """One team run, recorded in the context of its run span (for exemplars)."""
+        """One team run, recorded in the context of its run span (for exemplars). `run_attributes`:
+        what `run_attributes(attributes=...)` gave the run (never baggage)."""
         if not self.exported:
             return
         by_kind = {sc.GEN_AI_WORKFLOW_NAME: workflow, sc.STOP_KIND: stop_kind}

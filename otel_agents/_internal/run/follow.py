@@ -65,7 +65,7 @@ class RunStream(Generic[T]):
     is cancelled. `kind` says what the recorder is (a run, a team nested in one, or nothing).
     """
 
-    __slots__ = ("_cancel", "_done", "_own", "_recorder", "_start", "_started", "_stream", "kind", "name")
+    __slots__ = ("_cancel", "_done", "_own", "_recorder", "_start", "_started", "_stream", "kind", "name", "runner")
 
     def __init__(
         self,
@@ -75,9 +75,12 @@ class RunStream(Generic[T]):
         cancel: Callable[[], None] | None = None,
         kind: Kind = "run",
         name: str = "",
+        runner: object | None = None,
     ) -> None:
         self.name = name
         """The workflow's name (the team's or agent's)."""
+        self.runner = runner
+        """The team or agent whose run this is, when known."""
         self._stream = stream
         self._start = start
         self._cancel = cancel

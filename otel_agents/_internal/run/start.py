@@ -6,9 +6,11 @@ import logging
 from collections.abc import Callable
 
 from opentelemetry import context as otel_context
+from opentelemetry.trace import Link
 
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.genai.loops import LoopRules
+from otel_agents._internal.run import attribution
 from otel_agents._internal.run.state import Run
 from otel_agents._internal.run.workflow import WorkflowSpan
 from otel_agents._internal.telemetry import Telemetry
@@ -28,26 +30,36 @@ def workflow_name(runner: object | None, stream: object | None = None) -> str:
     return name if isinstance(name, str) and name else UNKNOWN_WORKFLOW
 
 
-def start_run(telemetry: Telemetry, name: str, parent: otel_context.Context | None = None) -> WorkflowSpan | None:
+def start_run(
+    telemetry: Telemetry, name: str, parent: otel_context.Context | None = None, *, runner: object | None = None
+) -> WorkflowSpan | None:
     """The run's span, under `parent` (default: the current context); None (the run goes
-    untraced) if it cannot be started."""
+    untraced) if it cannot be started. `runner` (the team or agent) keeps the conversation."""
     if telemetry.disabled:
         return None
     try:
+        parent = otel_context.get_current() if parent is None else parent
+        who = attribution.at_run_start(parent)
+        conversation_id, resumed_from = attribution.conversation_of(runner, who.conversation_id)
         run = Run(
             provider=telemetry.sdk_tracer_provider,
             runtime_spans=telemetry.settings.runtime_spans,
             workflow=name,
             loops=LoopRules(telemetry.loop_limits),
             telemetry=telemetry,
+            conversation_id=conversation_id,
+            attributes=who.attributes,
         )
-        return WorkflowSpan(run, name, otel_context.get_current() if parent is None else parent)
+        links = [Link(resumed_from)] if resumed_from is not None else []
+        workflow = WorkflowSpan(run, name, parent, attributes=who.span_attributes(), links=links)
+        attribution.run_started(runner, workflow.span.get_span_context(), workflow.run_id)
+        return workflow
     except Exception:
         logger.warning("otel-agents could not start tracing run %r; it runs untraced", name, exc_info=True)
         return None
 
 
-def run_starter(telemetry: Telemetry, name: str) -> Callable[[], WorkflowSpan | None]:
+def run_starter(telemetry: Telemetry, name: str, runner: object | None = None) -> Callable[[], WorkflowSpan | None]:
     """Starts the run when called (at its first item), under the context current now."""
     parent = otel_context.get_current()
-    return lambda: start_run(telemetry, name, parent)
+    return lambda: start_run(telemetry, name, parent, runner=runner)

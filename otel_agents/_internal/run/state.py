@@ -7,6 +7,7 @@ it with `add_call`: tokens and cost are counted there and nowhere else.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -56,6 +57,10 @@ class Run:
     ended: bool = False
     telemetry: Telemetry | None = None
     """The pipeline the run was started with (None: a trace followed from elsewhere)."""
+    conversation_id: str | None = None
+    """`gen_ai.conversation.id`: on the run span, its turns and its model calls."""
+    attributes: Mapping[str, str | bool | int | float] = field(default_factory=dict)
+    """What `run_attributes(attributes=...)` gave the run (candidates for metric labels)."""
 
     @property
     def prices(self) -> PriceTable | None:

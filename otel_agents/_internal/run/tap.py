@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen import patches
 from otel_agents._internal.run.follow import RunStream
 from otel_agents._internal.run.start import run_starter, workflow_name
@@ -19,6 +20,14 @@ if TYPE_CHECKING:
     from autogen_core import CancellationToken
 
 T = TypeVar("T")
+
+
+def _runner_of(stream: object) -> object | None:
+    """The team (or agent) an un-started `run_stream(...)` generator belongs to, or a `RunStream`'s."""
+    if isinstance(stream, RunStream):
+        return stream.runner
+    frame = getattr(stream, "ag_frame", None)
+    return frame.f_locals.get(ag.STREAM_FRAME_SELF) if frame is not None else None
 
 
 def _check_stream(stream: object) -> None:
@@ -44,10 +53,11 @@ def tap(
     patches.install()  # model client and tool classes defined since configure()
     if isinstance(stream, RunStream):  # already traced by the instrumentation: no second run span
         if stream.kind == "run":
-            stream.record_with(run_starter(resolved, workflow_name(team) if team is not None else stream.name))
+            name = workflow_name(team) if team is not None else stream.name
+            stream.record_with(run_starter(resolved, name, team or _runner_of(stream)))
         return stream
     name = workflow_name(team, stream)
-    return RunStream(stream, run_starter(resolved, name), name=name)
+    return RunStream(stream, run_starter(resolved, name, team or _runner_of(stream)), name=name)
 
 
 def run_stream(
@@ -76,8 +86,8 @@ def run_stream(
     stream = team.run_stream(task=task, cancellation_token=token, **kwargs)
     if isinstance(stream, RunStream):
         if stream.kind == "run":
-            stream.record_with(run_starter(resolved, stream.name))
+            stream.record_with(run_starter(resolved, stream.name, team))
         stream.also_cancel(token.cancel)
         return stream
     name = workflow_name(team, stream)
-    return RunStream(stream, run_starter(resolved, name), cancel=token.cancel, name=name)
+    return RunStream(stream, run_starter(resolved, name, team), cancel=token.cancel, name=name)

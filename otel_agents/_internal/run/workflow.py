@@ -7,11 +7,12 @@ import random
 import threading
 import time
 import weakref
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import Link, SpanKind
 
 from otel_agents._internal import keys as sc
 from otel_agents._internal.run.state import Run
@@ -78,25 +79,34 @@ class WorkflowSpan:
         parent: otel_context.Context,
         *,
         within: Trail | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        links: Sequence[Link] = (),
     ) -> None:
-        """The run span of `run`; with `within`, the span of a team nested in that trail's run."""
+        """The run span of `run`; with `within`, the span of a team nested in that trail's run.
+        `attributes` and `links` go on the span as it starts (who the run is for, the run before)."""
         self.run = run
         self.is_root = is_root = within is None
         self._task_result_type, self._chunk_type = _autogen_types()
         self._spans = _tracer(run.provider)
         self._last_ns = self._start_ns = time.time_ns()
-        attributes: dict[str, Any] = {
+        attributes_given = attributes
+        span_attributes: dict[str, Any] = {
             sc.GEN_AI_OPERATION_NAME: sc.OPERATION_INVOKE_WORKFLOW,
             sc.GEN_AI_WORKFLOW_NAME: name,
         }
         self.run_id = new_run_id() if is_root else None
         if self.run_id is not None:
-            attributes[sc.RUN_ID] = self.run_id
+            if attributes_given:
+                span_attributes.update(attributes_given)
+            span_attributes[sc.RUN_ID] = self.run_id
+            if run.conversation_id is not None:
+                span_attributes[sc.GEN_AI_CONVERSATION_ID] = run.conversation_id
         self.span = self._spans.start_span(
             f"{sc.OPERATION_INVOKE_WORKFLOW} {name}",
             context=parent,
             kind=SpanKind.INTERNAL,
-            attributes=attributes,
+            attributes=span_attributes,
+            links=links,
             start_time=self._last_ns,
         )
         if within is None:
@@ -241,4 +251,5 @@ class WorkflowSpan:
                     messages=self.message_count,
                     cost_usd=attributes.get(sc.COST_USD),
                     context=self.context,
+                    run_attributes=self.run.attributes,
                 )

@@ -213,6 +213,8 @@ class RunAwareTracer(trace.Tracer):
             )
 
         run = cause.run
+        if role is Role.TURN and run.conversation_id is not None:
+            attributes = {**(attributes or {}), sc.GEN_AI_CONVERSATION_ID: run.conversation_id}
         if role is Role.TURN or cause.is_runtime:
             place_under = cause.workflow
         elif cause is parent_node:
