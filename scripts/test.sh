@@ -39,5 +39,6 @@ if [ $# -eq 0 ]; then
   echo "== lowest versions ($(.venv-lowest/bin/python -m pip list --format=freeze 2>/dev/null | grep -E '^(autogen-agentchat|opentelemetry-sdk)==' | tr '\n' ' '))"
   .venv-lowest/bin/python -m pytest -q -p no:cacheprovider \
     tests/test_trace_shape.py tests/test_model_calls.py tests/test_zero_code.py \
-    tests/test_opentelemetry_instrument.py tests/test_examples.py tests/test_autogen_conventions.py
+    tests/test_opentelemetry_instrument.py tests/test_examples.py tests/test_autogen_conventions.py \
+    tests/test_attribution.py
 fi

@@ -147,6 +147,24 @@ def test_where_runs_start() -> None:
     assert parsed.specifier.contains(version(parsed.name)), "the installed AutoGen is one we support"
 
 
+@pins("SAVED_STATE_MODELS")
+async def test_a_saved_state_with_our_key_loads_without_otel_agents() -> None:
+    import autogen_agentchat.state as states
+
+    from otel_agents._internal.run.attribution import STATE_KEY
+
+    ours = {STATE_KEY: {"conversation_id": "c-1", "last_run": {"trace_id": "1" * 32, "span_id": "2" * 16}}}
+    for name in ag.SAVED_STATE_MODELS:
+        model = getattr(states, name)
+        assert STATE_KEY not in model.model_validate({**model().model_dump(), **ours}).model_dump()
+    team = writers_room(max_messages=3)  # AutoGen as it is here: no otel-agents patch in this test
+    await team.run(task="go")
+    state = {**(await team.save_state()), **ours}
+    other = writers_room(max_messages=3)
+    await other.load_state(state)
+    assert (await other.save_state())["agent_states"].keys() == state["agent_states"].keys()
+
+
 @pins("GRPC_SEND_MESSAGE")
 def test_the_grpc_runtimes_send_message() -> None:
     grpc = pytest.importorskip("autogen_ext.runtimes.grpc")

@@ -269,6 +269,9 @@ def patched_places() -> dict[tuple[Any, str], object]:
     ]
     places += [(cls, "run") for cls in BaseTool.__subclasses__() if "run" in vars(cls)]
     places += [(LLMCallEvent, "__init__"), (LLMStreamEndEvent, "__init__")]
+    places += [(BaseGroupChat, name) for name in ("save_state", "load_state", "reset")]
+    places += [(cls, name) for cls in (BaseChatAgent, AssistantAgent) for name in ("save_state", "load_state")]
+    places += [(AssistantAgent, "on_reset")]
     places += [(GrpcWorkerAgentRuntime, ag.GRPC_SEND_MESSAGE)]
     return {(owner, name): vars(owner).get(name) for owner, name in places}
 

@@ -52,6 +52,11 @@ AGENT_CLASS: Final = ("autogen_agentchat.agents", "BaseChatAgent")
 """Public classes whose `run_stream` (teams: `run` goes through it) and `run` (agents: it does
 not) start a run; Selector, Swarm, RoundRobin, MagenticOne and GraphFlow teams inherit them."""
 
+SAVED_STATE_MODELS: Final = ("TeamState", "AssistantAgentState")
+"""The pydantic models (`autogen_agentchat.state`) a team's and an assistant's `load_state` validate a
+saved state with: they ignore keys they do not know, so the conversation we add to a saved state
+(`run.attribution.STATE_KEY`) loads in any AutoGen, with or without otel-agents."""
+
 # --- autogen_agentchat: GenAI spans --------------------------------------------------------------
 
 OPERATION_INVOKE_AGENT: Final = "invoke_agent"
