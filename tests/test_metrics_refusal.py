@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from concurrent import futures
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import grpc
@@ -21,6 +20,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 import otel_agents
+from tests.support.bad_backends import answering
 from tests.support.teams import writers_room
 
 FLUSHES = 3
@@ -41,28 +41,13 @@ def traces_only_http(metrics_status: int) -> Iterator[Backend]:
     received: Counter[str] = Counter()
     lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            with lock:
-                received[self.path] += 1
-            self.send_response(200 if self.path == "/v1/traces" else metrics_status)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+    def status_for(path: str) -> int:
+        with lock:
+            received[path] += 1
+        return 200 if path == "/v1/traces" else metrics_status
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield Backend(f"http://127.0.0.1:{server.server_address[1]}", received)
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with answering(status_for) as url:
+        yield Backend(url, received)
 
 
 class _Traces(trace_service_pb2_grpc.TraceServiceServicer):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -51,11 +51,19 @@ def silent_endpoint() -> Iterator[str]:
 @contextmanager
 def failing_endpoint(status: int) -> Iterator[str]:
     """Answers every request with `status`."""
+    with answering(lambda path: status) as url:
+        yield url
+
+
+@contextmanager
+def answering(status_for: Callable[[str], int]) -> Iterator[str]:
+    """An HTTP server on 127.0.0.1 for the block: every POST answered with `status_for(path)`
+    (empty body); its base URL."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            self.send_response(status)
+            self.send_response(status_for(self.path))
             self.send_header("Content-Length", "0")
             self.end_headers()
 
