@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.deploy import DEPLOY, collector_configs, load, pipeline_problems
+from tests.support.grafana import dashboard, options, variables
+from tests.support.scrape import exposition, start_prometheus_with_job
 
 COMPOSE_FILES = sorted(DEPLOY.glob("**/docker-compose*.yml"))
 
@@ -151,3 +155,36 @@ def test_the_multi_host_layout_routes_by_trace_and_samples_whole_runs() -> None:
     backends = jaeger["extensions"]["jaeger_storage"]["backends"]
     assert all("memory" not in backend for backend in backends.values()), "Jaeger on a real storage"
     assert "elasticsearch" in services
+
+
+COLLECTOR_EXPOSITION = """# TYPE otel_agents_runs_total counter
+otel_agents_runs_total{job="shop/checkout",instance="",gen_ai_workflow_name="team",otel_agents_stop_kind="other"} 3
+"""
+"""What the Collector's prometheus exporter writes: the service (service.namespace/service.name) as `job`."""
+
+
+@pytest.mark.parametrize(
+    "config", [DEPLOY / "prometheus" / "prometheus.yml", DEPLOY / "multi-host" / "prometheus.yml"], ids=str
+)
+def test_the_service_the_collector_writes_is_the_job_prometheus_keeps(tmp_path: Path, config: Path) -> None:
+    if shutil.which("prometheus") is None:
+        if os.environ.get("CI"):
+            pytest.fail("prometheus missing: scripts/test.sh installs Debian's prometheus packages")
+        pytest.skip("prometheus not installed")
+    (job,) = load(config)["scrape_configs"]
+    with exposition(COLLECTOR_EXPOSITION) as target:
+        prometheus = start_prometheus_with_job(tmp_path, job, target)
+        try:
+            series: list[dict[str, Any]] = []
+            deadline = time.monotonic() + 30
+            while not series and time.monotonic() < deadline:
+                time.sleep(0.5)
+                series = prometheus.query("otel_agents_runs_total")
+            services = options(prometheus, variables(dashboard())["job"], {})
+        finally:
+            prometheus.stop()
+    (scraped,) = series
+    assert scraped["metric"]["job"] == "shop/checkout"
+    assert scraped["metric"]["instance"] == target, "a service's series stay apart per Collector"
+    assert "exported_job" not in scraped["metric"]
+    assert services == ["shop/checkout"], "the dashboard's Service variable lists the service"

@@ -38,7 +38,14 @@ from tests.support.prometheus import Prometheus, start_prometheus
 from tests.support.teams import openai_client
 
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "autogen-team-runs.json"
-GRAFANA_VARIABLES = {"$team": ".*", "$__rate_interval": "1m", "$__range": "5m", "$__interval": "15s"}
+GRAFANA_VARIABLES = {
+    "$job": ".*",
+    "$team": ".*",
+    "$label": "",  # no cost label while OTEL_AGENTS_METRIC_ATTRIBUTES is off: `sum by ()`, the total
+    "$__rate_interval": "1m",
+    "$__range": "5m",
+    "$__interval": "15s",
+}
 
 
 async def drain(stream: Any) -> list[Any]:

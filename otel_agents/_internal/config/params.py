@@ -248,6 +248,49 @@ def _price_file(name: str, text: str) -> Mapping[str, Price]:
     return prices_from_file(name, text)
 
 
+MAX_METRIC_ATTRIBUTES: Final = 8
+"""At most this many run attributes become metric labels: each multiplies the run metrics' series."""
+_METRIC_ATTRIBUTE_KEY: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}")
+_RESERVED_LABELS: Final = frozenset({"le", "quantile", "job", "instance"})
+"""Prometheus labels that a run attribute must not become: bucket bounds, quantiles, the target."""
+_RESERVED_LABEL_PREFIXES: Final = ("gen_ai_", "otel_agents_", "otel_scope_", "__")
+
+
+def metric_label(key: str) -> str:
+    """The Prometheus label a metric attribute key becomes (what OpenTelemetry's exporters write)."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", key)
+
+
+def _metric_attributes(name: str, text: str) -> tuple[str, ...]:
+    """`tenant,region`: run attribute keys (as given to `run_attributes(attributes=...)`) that become
+    labels of the run metrics; at most `MAX_METRIC_ATTRIBUTES`, none reserved, none twice."""
+    keys = tuple(part.strip() for part in text.split(","))
+    if len(keys) > MAX_METRIC_ATTRIBUTES:
+        raise ConfigError(
+            f"{name}={text!r}: {len(keys)} keys, at most {MAX_METRIC_ATTRIBUTES} (every label multiplies the "
+            "number of series)"
+        )
+    labels: dict[str, str] = {}
+    for position, key in enumerate(keys, start=1):
+        if not key:
+            raise ConfigError(f"{name}={text!r}: entry {position} is empty (expected a comma list of keys)")
+        if not _METRIC_ATTRIBUTE_KEY.fullmatch(key):
+            raise ConfigError(
+                f"{name}={text!r}: {key!r} is not a key of letters, digits, '_', '.' or '-' starting with a "
+                "letter or '_' (at most 128 characters)"
+            )
+        label = metric_label(key)
+        if label in _RESERVED_LABELS or label.startswith(_RESERVED_LABEL_PREFIXES):
+            raise ConfigError(
+                f"{name}={text!r}: {key!r} is reserved (it would be the label {label!r}; gen_ai.*, otel_agents.*, "
+                "otel_scope_*, __*, le, quantile, job and instance are not run attributes)"
+            )
+        if label in labels:
+            raise ConfigError(f"{name}={text!r}: {key!r} and {labels[label]!r} are both the label {label!r}")
+        labels[label] = key
+    return keys
+
+
 # Parsers that take an argument or a variable's text alike: `(source, value) -> value`.
 
 
@@ -637,6 +680,15 @@ PROMETHEUS_PORT: Final = Param[int](
     kind="a port, 0 to 65535",
 )
 
+METRIC_ATTRIBUTES: Final = Param[tuple[str, ...]](
+    setting="metric labels from run attributes",
+    variables=("OTEL_AGENTS_METRIC_ATTRIBUTES",),
+    parse=_metric_attributes,
+    kind=f"comma list of at most {MAX_METRIC_ATTRIBUTES} keys given to run_attributes(attributes=...), e.g. "
+    "tenant; each becomes a label of the run metrics (keys: letters, digits, _ . -; gen_ai.*, otel_agents.*, "
+    "le, quantile, job, instance reserved); unset: no such labels",
+)
+
 
 def _loop_threshold(field: str, variable: str, kind: str, default: int | None = None) -> Param[Number]:
     parse, check = _threshold(field)
@@ -686,6 +738,7 @@ PARAMS: Final[tuple[Param[Any], ...]] = (
     PROMETHEUS,
     PROMETHEUS_HOST,
     PROMETHEUS_PORT,
+    METRIC_ATTRIBUTES,
     *LOOP_THRESHOLDS.values(),
 )
 """Every setting, in the order of the README's settings table."""

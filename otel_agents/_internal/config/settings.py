@@ -25,6 +25,7 @@ from otel_agents._internal.config.params import (
     DEFAULT_PROTOCOL,
     DEFAULT_SERVICE_NAME,
     DEFAULT_STORE_MAX_MB,
+    METRIC_ATTRIBUTES,
     METRICS_EXPORTER,
     OTLP_METRICS,
     OTLP_TRACES,
@@ -93,6 +94,8 @@ class Settings:
     """Where to serve metrics for Prometheus to scrape; None: no endpoint."""
     exporter_timeout_s: float = DEFAULT_OTLP_TIMEOUT_S
     """The OTLP traces exporter's timeout as the SDK reads it: shutdown waits this plus a grace."""
+    metric_attributes: tuple[str, ...] = ()
+    """Keys of `run_attributes(attributes=...)` that label the run metrics (OTEL_AGENTS_METRIC_ATTRIBUTES)."""
 
 
 def _service_name(argument: object, environ: Mapping[str, str]) -> str:
@@ -232,6 +235,7 @@ def resolve_settings(
 
     store_at, store_explicit = _store(store, env)
     max_mb = STORE_MAX_MB.value(None, env)
+    metric_attributes = METRIC_ATTRIBUTES.from_environ(env) or ()
 
     traces_env = TRACES_EXPORTER.from_environ(env)
     metrics_env = METRICS_EXPORTER.from_environ(env)
@@ -264,6 +268,7 @@ def resolve_settings(
         content=content,
         prometheus=prometheus_at,
         exporter_timeout_s=OTLP_TRACES.timeout.value(None, env),
+        metric_attributes=metric_attributes,
     )
 
 

@@ -4,8 +4,12 @@
 handler (`genai.inference`), with the same buckets as `TOKEN_BUCKETS` and `DURATION_BUCKETS`.
 
 Low-cardinality attributes only: model, agent, team, stop kind, token type, error type. Never a
-run id. Histogram points recorded inside a run carry its trace as an exemplar where the exporter
-supports exemplars (OTLP does).
+run id. The run metrics (`gen_ai.workflow.duration`, `otel_agents.run.cost`,
+`otel_agents.run.messages`, `otel_agents.runs`) also carry the keys OTEL_AGENTS_METRIC_ATTRIBUTES
+names (off by default) when the run was given them through `run_attributes(attributes=...)`; a run
+without one has no such attribute (Prometheus shows that as the label being empty). Baggage never
+becomes a metric attribute. Histogram points recorded inside a run carry its trace as an exemplar
+where the exporter supports exemplars (OTLP does).
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ class Instruments:
 
     def __init__(self, meter_provider: metrics.MeterProvider, telemetry: Telemetry, *, exported: bool = True) -> None:
         self.exported = exported
+        self.label_keys: tuple[str, ...] = telemetry.settings.metric_attributes
+        """The run attributes that label the run metrics (OTEL_AGENTS_METRIC_ATTRIBUTES)."""
         meter = (meter_provider if exported else metrics.NoOpMeterProvider()).get_meter("otel_agents", __version__)
         self.workflow_duration = meter.create_histogram(
             "gen_ai.workflow.duration",
@@ -133,9 +139,16 @@ class Instruments:
         what `run_attributes(attributes=...)` gave the run (never baggage)."""
         if not self.exported:
             return
-        by_kind = {sc.GEN_AI_WORKFLOW_NAME: workflow, sc.STOP_KIND: stop_kind}
+        labels = self._labels(run_attributes)
+        by_kind = {**labels, sc.GEN_AI_WORKFLOW_NAME: workflow, sc.STOP_KIND: stop_kind}
         self.workflow_duration.record(duration_s, by_kind, context=context)
         self.run_messages.record(messages, by_kind, context=context)
         self.runs.add(1, by_kind, context=context)
         if cost_usd is not None:
-            self.run_cost.record(cost_usd, {sc.GEN_AI_WORKFLOW_NAME: workflow}, context=context)
+            self.run_cost.record(cost_usd, {**labels, sc.GEN_AI_WORKFLOW_NAME: workflow}, context=context)
+
+    def _labels(self, run_attributes: Mapping[str, str | bool | int | float] | None) -> dict[str, Any]:
+        """The chosen keys the run has, as given; a key the run lacks is left out, not set empty."""
+        if not self.label_keys or not run_attributes:
+            return {}
+        return {key: run_attributes[key] for key in self.label_keys if key in run_attributes}
