@@ -45,25 +45,33 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subproce
 def test_demo_runs_offline_and_shows_its_trace(demo_store: tuple[Path, Any]) -> None:
     _, done = demo_store
     assert done.returncode == 0, done.stderr
+    assert done.stderr == "", "the demo says nothing on stderr"
     out = done.stdout
-    assert "---------- TextMessage (writer) ----------" in out
-    assert "---------- ToolCallRequestEvent (writer) ----------" in out
-    status_lines = re.findall(r"\[(\d+) messages · ([\d,]+) in / ([\d,]+) out tokens · \$([\d.]+)\]", out)
-    assert [int(s[0]) for s in status_lines] == list(range(1, len(status_lines) + 1))
-    assert float(status_lines[-1][3]) > 0, "the demo's model is priced"
-    assert "invoke_workflow writers-room" in out and "execute_tool web_search" in out
+    _, ana, ben = re.split(r"=+ run \d of 2, for user (?:ana|ben): .* =+\n", out)
+    assert "---------- TextMessage (writer) ----------" in ana
+    assert "---------- ToolCallRequestEvent (writer) ----------" in ana
+    for run in (ana, ben):
+        status_lines = re.findall(r"\[(\d+) messages · ([\d,]+) in / ([\d,]+) out tokens · \$([\d.]+)\]", run)
+        assert [int(s[0]) for s in status_lines] == list(range(1, len(status_lines) + 1))
+        assert float(status_lines[-1][3]) > 0, "the demo's model is priced"
+    assert "invoke_workflow writers-room" in ben and "execute_tool web_search" in ben, "ana's run, shown last"
     assert re.search(r"chat gpt-4o-mini-2024-07-18 .* \$0\.0", out)
+    assert "user ana  ·  conversation " in ben
+    assert "cost per user with 'otel-agents cost --by user'" in out
 
 
 def test_runs_json(demo_store: tuple[Path, Any]) -> None:
     store, _ = demo_store
     done = cli("--store", str(store), "runs", "--json")
     assert done.returncode == 0, done.stderr
-    (run,) = json.loads(done.stdout)
+    ben, run = json.loads(done.stdout)  # newest first: ben's ran second
     assert set(run) == {
-        "run_id", "trace_id", "team", "started_at", "duration_s", "messages",
-        "input_tokens", "output_tokens", "cost_usd", "stop_reason", "stop_kind",
+        "run_id", "trace_id", "team", "user_id", "session_id", "conversation_id", "started_at", "duration_s",
+        "messages", "input_tokens", "output_tokens", "cost_usd", "stop_reason", "stop_kind",
     }  # fmt: skip
+    assert (run["user_id"], ben["user_id"]) == ("ana", "ben") and run["session_id"] is None
+    assert re.fullmatch(r"[0-9a-f]{32}", run["conversation_id"]) and run["conversation_id"] != ben["conversation_id"]
+    assert (ben["messages"], ben["input_tokens"], ben["output_tokens"]) == (3, 388 + 430, 17)
     assert re.fullmatch(r"[0-9a-f]{32}", run["trace_id"]) and re.fullmatch(r"[0-9a-f]{32}", run["run_id"])
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", run["started_at"])
     assert run["team"] == "writers-room"
@@ -78,31 +86,90 @@ def test_runs_table_and_limit(demo_store: tuple[Path, Any]) -> None:
     done = cli("--store", str(store), "runs", "--limit", "1")
     assert done.returncode == 0
     header, row = done.stdout.strip().splitlines()
-    assert header.split()[:3] == ["RUN", "STARTED", "(UTC)"]
-    assert "writers-room" in row and "text_mention" in row
+    assert header.split() == [
+        "RUN", "STARTED", "(UTC)", "TEAM", "USER", "CONVERSATION", "DUR", "MSGS", "TOKENS", "COST", "STOP",
+    ]  # fmt: skip
+    run = json.loads(cli("--store", str(store), "runs", "--json", "--limit", "1").stdout)[0]
+    conversation = run["conversation_id"][:11] + "…"
+    cells = row.split()
+    assert re.fullmatch(r"\d+\.\d\ds", cells.pop(6)), "the duration"
+    assert cells == [
+        run["run_id"][:12], *run["started_at"][:19].split("T"), "writers-room", "ben", conversation,
+        "3", f"{388 + 430 + 17}", f"${run['cost_usd']:.6f}", "text_mention",
+    ]  # fmt: skip
 
 
 def test_show_by_prefix(demo_store: tuple[Path, Any]) -> None:
     store, _ = demo_store
-    run = json.loads(cli("--store", str(store), "runs", "--json").stdout)[0]
+    (run,) = json.loads(cli("--store", str(store), "runs", "--json", "--user", "ana").stdout)
     done = cli("--store", str(store), "show", run["run_id"][:6])
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == f"run {run['run_id']}  trace {run['trace_id']}"
-    tree = [line for line in lines if "█" in line]
-    assert tree[0].startswith("invoke_workflow writers-room")
-    assert any(line.startswith("├─ invoke_agent writer") for line in tree)
-    assert any(line.startswith("│  ├─ chat gpt-4o-mini") or line.startswith("│  └─ chat gpt-4o-mini") for line in tree)
+    assert lines[1] == (
+        f"writers-room: 7 messages, 2,749 in / 81 out, cost ${run['cost_usd']:.6f}, stopped: Text 'APPROVE' mentioned"
+    )
+    assert lines[2] == f"user ana  ·  conversation {run['conversation_id']}"
+    tree = [line for line in lines if re.search(r" \d+\.\d{3}s\b", line)]  # a span: its duration
+    assert tree[0].startswith("invoke_workflow writers-room") and "█" * 24 in tree[0], "the run spans it all"
+    assert "2,749 in / 81 out" in tree[0]
+    assert any(line.startswith("├── invoke_agent writer") for line in tree)
+    assert any(re.match(r"│   [├└]── execute_tool web_search", line) for line in tree)
+    chats = [line for line in tree if re.match(r"(│   |    )[├└]── chat gpt-4o-mini-2024-07-18", line)]
+    assert len(chats) == 4 and all(re.search(r"(writer|critic)  [\d,]+ in / \d+ out  \$0\.0", c) for c in chats)
+    assert all(re.search(r"[█▏▎▍▌▋▊▉▐▕]", line) for line in tree), "every span has a bar"
+    assert f"no other runs of conversation {run['conversation_id']} in the store" in lines
     shown = json.loads(cli("--store", str(store), "show", run["run_id"], "--json").stdout)
-    assert shown["run"] == run
+    assert shown["run"] == run and shown["conversation_runs"] == []
     names = [s["name"] for s in shown["spans"]]
     assert names[0] == "invoke_workflow writers-room" and "execute_tool web_search" in names
+    assert len(tree) == len(names), "one line per span"
+
+
+def test_cost_by_user_on_the_demo_store(demo_store: tuple[Path, Any]) -> None:
+    store, _ = demo_store
+    runs = {r["user_id"]: r for r in json.loads(cli("--store", str(store), "runs", "--json").stdout)}
+    rows = json.loads(cli("--store", str(store), "cost", "--by", "user", "--json").stdout)
+    assert [(r["key"], r["runs"], r["input_tokens"], r["output_tokens"]) for r in rows] == [
+        ("ana", 1, 2749, 81),
+        ("ben", 1, 818, 17),
+    ]
+    for r in rows:  # each run rounded once, as `runs` shows it (its calls' costs are fractions of a micro-dollar)
+        assert r["cost_usd"] == round(runs[r["key"]]["cost_usd"] * 1e6) / 1e6 and r["cost_usd"] > 0
+    by_agent = json.loads(cli("--store", str(store), "cost", "--by", "agent", "--json").stdout)
+    assert [a["key"] for a in by_agent] == ["critic", "writer"]
+    assert sum(round(a["cost_usd"] * 1e6) for a in by_agent) == sum(round(r["cost_usd"] * 1e6) for r in rows), (
+        "the calls share their run's rounded cost: every report has the same total"
+    )
+    done = cli("--store", str(store), "cost", "--by", "user")
+    assert done.returncode == 0, done.stderr
+    table = {line.split()[0]: line.split() for line in done.stdout.splitlines() if line.split()}
+    assert table["ana"][1:4] == ["1", "2,749", "81"] and table["ben"][1:4] == ["1", "818", "17"]
+    total = sum(round(r["cost_usd"] * 1e6) for r in rows)
+    assert table["total"][1:5] == ["2", "3,567", "98", f"${total / 1e6:.6f}"]
 
 
 def test_an_empty_store(tmp_path: Path) -> None:
-    assert cli("--store", str(tmp_path / "none"), "runs", "--json").stdout.strip() == "[]"
-    done = cli("--store", str(tmp_path / "none"), "runs")
+    assert cli("--store", str(tmp_path), "runs", "--json").stdout.strip() == "[]"
+    done = cli("--store", str(tmp_path), "runs")
     assert (done.returncode, done.stdout.strip()) == (0, "no runs yet")
+    assert cli("--store", str(tmp_path), "cost", "--by", "team", "--json").stdout.strip() == "[]"
+    done = cli("--store", str(tmp_path), "cost", "--by", "team")
+    assert (done.returncode, done.stdout.strip()) == (0, "no runs yet")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["runs"], ["runs", "--json"], ["show", "abc"], ["cost", "--by", "user"], ["export", "--all"]],
+    ids=" ".join,
+)
+def test_a_store_directory_that_does_not_exist_is_an_error(tmp_path: Path, command: list[str]) -> None:
+    missing = tmp_path / "typo"
+    done = cli("--store", str(missing), *command, env={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
+    assert_one_line_error(done, 2, f"no store at {missing}: the directory does not exist")
+    assert done.stdout == "" and not missing.exists(), "nothing made, nothing printed"
+    done = cli(*command, env={"OTEL_AGENTS_STORE": str(missing), "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
+    assert_one_line_error(done, 2, f"no store at {missing}")
 
 
 def test_unknown_and_ambiguous_runs_exit_2(demo_store: tuple[Path, Any], tmp_path: Path) -> None:
@@ -133,3 +200,11 @@ def test_export_to_an_unreachable_endpoint_exits_1(demo_store: tuple[Path, Any])
         env={"OTEL_EXPORTER_OTLP_TIMEOUT": "2"},
     )  # fmt: skip
     assert_one_line_error(done, 1, f"could not export to http://127.0.0.1:{port}/v1/traces")
+
+
+def test_the_cli_imports_rich_only_when_it_draws() -> None:
+    code = (
+        "import sys, otel_agents, otel_agents.cli; print(sorted(m for m in sys.modules if m.split('.')[0] == 'rich'))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr

@@ -1,7 +1,9 @@
 """`otel-agents demo`: an offline writers' room, traced into the embedded store.
 
 Scripted model replies (no network, no API key) that report a priced model name and token usage;
-the writer calls one tool. The run streams live like AutoGen's Console, with a status line of
+the writer calls one tool. Two users run it (`run_attributes(user_id=...)`): ana asks for a blurb
+(four model calls and a tool call), ben for a tagline (two calls), so `otel-agents cost --by user`
+has something to show. Each run streams live like AutoGen's Console, with a status line of
 messages, tokens and cost so far.
 """
 
@@ -51,7 +53,10 @@ def _result(content: Any, prompt_tokens: int, completion_tokens: int) -> Any:
     )
 
 
-def build_team() -> Any:
+DEMO_USERS = ("ana", "ben")
+
+
+def build_team(user: str = "ana") -> Any:
     from autogen_agentchat.agents import AssistantAgent
     from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
     from autogen_agentchat.teams import RoundRobinGroupChat
@@ -61,19 +66,23 @@ def build_team() -> Any:
         """Search the web (offline: canned results)."""
         return f"3 results for {query!r}: OpenTelemetry traces, AutoGen teams, cost per run"
 
-    writer_replies = [
-        _result(
-            [FunctionCall(id="call-1", name="web_search", arguments='{"query": "tracing agent teams"}')],
-            412,
-            18,
-        ),
-        _result("Tracing agent teams: one run, one trace. Every turn, tool call and token in one tree.", 655, 36),
-        _result("Tracing agent teams: one run, one trace, priced per call. Loops are caught early.", 921, 31),
-    ]
-    critic_replies = [
-        _result("Good start. Say what it costs and what happens when a team loops.", 702, 24),
-        _result("APPROVE", 980, 3),
-    ]
+    if user == "ana":
+        writer_replies = [
+            _result(
+                [FunctionCall(id="call-1", name="web_search", arguments='{"query": "tracing agent teams"}')],
+                412,
+                18,
+            ),
+            _result("Tracing agent teams: one run, one trace. Every turn, tool call and token in one tree.", 655, 36),
+            _result("Tracing agent teams: one run, one trace, priced per call. Loops are caught early.", 921, 31),
+        ]
+        critic_replies = [
+            _result("Good start. Say what it costs and what happens when a team loops.", 702, 24),
+            _result("APPROVE", 980, 3),
+        ]
+    else:
+        writer_replies = [_result("Every agent run, one trace: who ran it, what it cost.", 388, 14)]
+        critic_replies = [_result("APPROVE", 430, 3)]
     writer = AssistantAgent(
         "writer",
         model_client=_scripted_client(writer_replies),
@@ -93,19 +102,40 @@ def _content(item: Any) -> str:
     return str(to_text()) if callable(to_text) else str(getattr(item, "content", item))
 
 
-async def run_demo(out: TextIO = sys.stdout) -> str:
-    """Run the demo team; print it live; return the run id."""
+class _NotTheReplayTokenCount(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "Token count has been done only on string content"
+
+
+TASKS = {
+    "ana": "Write a two-line blurb about tracing agent teams.",
+    "ben": "Write a one-line tagline for tracing agent teams.",
+}
+
+
+async def run_demo(out: TextIO = sys.stdout) -> list[str]:
+    """Run the demo team for each demo user in turn; print the runs live; return their run ids."""
+    # the replay client warns about its own token counting; not the demo's point
+    logging.getLogger("autogen_ext.models.replay").setLevel(logging.ERROR)
+    logging.getLogger("autogen_core.events").addFilter(_NotTheReplayTokenCount())
+    from otel_agents._internal.run.attribution import run_attributes
+
+    run_ids: list[str] = []
+    for number, user in enumerate(DEMO_USERS, start=1):
+        print(f"========== run {number} of {len(DEMO_USERS)}, for user {user}: {TASKS[user]} ==========", file=out)
+        with run_attributes(user_id=user, attributes={"demo": True}):
+            run_ids.append(await _run_one(build_team(user), TASKS[user], out))
+    return run_ids
+
+
+async def _run_one(team: Any, task: str, out: TextIO) -> str:
     from otel_agents._internal.run.tap import tap
     from otel_agents._internal.telemetry import current
 
-    # the replay client warns about its own token counting on every call; not the demo's point
-    logging.getLogger("autogen_ext.models.replay").setLevel(logging.ERROR)
     telemetry = current(None)
-    team = build_team()
     messages = tokens_in = tokens_out = 0
     cost = 0.0
     result: Any = None
-    task = "Write a two-line blurb about tracing agent teams."
     stream = tap(team.run_stream(task=task))  # the run is traced already when AutoGen is instrumented
     async for item in stream:
         if type(item).__name__ == "TaskResult":

@@ -6,10 +6,15 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from otel_agents._internal.config.settings import ConfigError, store_dir
 from otel_agents._version import __version__
+
+from ._cost import DIMENSIONS
+
+if TYPE_CHECKING:
+    from otel_agents._internal.export.store import Store
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -39,7 +44,14 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("demo", help="run an offline demo team, then show its trace")
     runs = commands.add_parser("runs", help="list stored runs, newest first")
     runs.add_argument("--limit", type=int, default=20, help="at most this many runs (default 20)")
+    runs.add_argument("--user", help="only the runs of this user id")
+    runs.add_argument("--conversation", help="only the runs of this conversation (an id, or a prefix of one)")
+    runs.add_argument("--team", help="only the runs of this team")
     runs.add_argument("--json", action="store_true", help="a JSON array instead of a table")
+    cost = commands.add_parser("cost", help="tokens and cost of the stored runs, totalled per team, model, ...")
+    cost.add_argument("--by", required=True, choices=DIMENSIONS, help="what a row is")
+    cost.add_argument("--since", help="only runs started in this last while: 30m, 24h, 7d, 2w")
+    cost.add_argument("--json", action="store_true", help="a JSON array of rows instead of a table")
     show = commands.add_parser("show", help="show one run's trace as a tree with a waterfall")
     show.add_argument("run", help="a run id, or a unique prefix of one")
     show.add_argument("--json", action="store_true")
@@ -57,38 +69,85 @@ def _store_dir(argument: str | None) -> Path:
     return store_dir(argument)
 
 
-def _runs(args: argparse.Namespace) -> int:
+def _existing_store(argument: str | None) -> Store:
+    """The store to read: its directory must exist (a mistyped --store is not "no runs yet")."""
     from otel_agents._internal.export.store import Store
 
-    from ._render import run_json, runs_table
+    directory = _store_dir(argument)
+    if not directory.exists():
+        raise UsageError(f"no store at {directory}: the directory does not exist")
+    if not directory.is_dir():
+        raise UsageError(f"no store at {directory}: not a directory")
+    return Store(directory)
+
+
+def _runs(args: argparse.Namespace) -> int:
+    from ._render import console, run_json, runs_table
 
     if args.limit < 1:
         raise UsageError(f"--limit {args.limit}: expected a number of at least 1")
-    runs = Store(_store_dir(args.store)).runs(limit=args.limit)
+    store = _existing_store(args.store)
+    runs = store.runs(limit=args.limit, user=args.user, conversation=args.conversation, team=args.team)
+    filtered = any(value is not None for value in (args.user, args.conversation, args.team))
     if args.json:
         print(json.dumps([run_json(r) for r in runs], indent=2))
     elif not runs:
-        print("no runs yet")
+        print("no runs match" if filtered else "no runs yet")
     else:
-        print(runs_table(runs))
+        console().print(runs_table(runs))
     return 0
 
 
 def _show(args: argparse.Namespace) -> int:
-    from otel_agents._internal.export.store import Store, StoreError
+    from otel_agents._internal.export.store import StoreError
 
-    from ._render import trace_json, trace_tree
+    from ._render import console, trace_json, trace_tree
 
-    store = Store(_store_dir(args.store))
+    store = _existing_store(args.store)
     try:
         run = store.find_run(args.run)
     except StoreError as error:
         raise UsageError(str(error)) from None
     spans = store.spans(run.trace_id)
+    others = (
+        [r for r in store.conversation_runs(run.conversation_id) if r.run_id != run.run_id]
+        if run.conversation_id
+        else []
+    )
     if args.json:
-        print(json.dumps(trace_json(run, spans), indent=2))
+        print(json.dumps(trace_json(run, spans, others), indent=2))
     else:
-        print(trace_tree(run, spans))
+        console().print(trace_tree(run, spans, others))
+    return 0
+
+
+def _cost(args: argparse.Namespace) -> int:
+    import time
+
+    from ._cost import BY_CALL, cost_rows, parse_since, total
+    from ._render import console, cost_table, iso_utc
+
+    since_ns: int | None = None
+    if args.since is not None:
+        try:
+            since_ns = time.time_ns() - parse_since(args.since) * 1_000_000_000
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+    store = _existing_store(args.store)
+    runs = store.runs(since_ns=since_ns)
+    calls = store.calls(since_ns=since_ns)
+    rows = cost_rows(args.by, runs, calls)
+    if args.json:
+        print(json.dumps([row.json() for row in rows], indent=2))
+        return 0
+    if not runs:
+        print("no runs match" if since_ns is not None else "no runs yet")
+        return 0
+    whole = total(rows)
+    what = "model calls of " if args.by in BY_CALL else ""
+    when = f" started since {iso_utc(since_ns)[:16].replace('T', ' ')} UTC ({args.since})" if since_ns else ""
+    title = f"cost by {args.by}: {what}{len(runs)} run{'s' if len(runs) != 1 else ''}{when}"
+    console().print(cost_table(args.by, rows, whole, title))
     return 0
 
 
@@ -98,9 +157,9 @@ def _export(args: argparse.Namespace) -> int:
     from otel_agents._internal.config.settings import resolve_settings
     from otel_agents._internal.export.exporters import otlp_span_exporter
     from otel_agents._internal.export.replay import readable_spans
-    from otel_agents._internal.export.store import Store, StoreError
+    from otel_agents._internal.export.store import StoreError
 
-    store = Store(_store_dir(args.store))
+    store = _existing_store(args.store)
     if args.all:
         spans = store.spans()
     else:
@@ -134,30 +193,38 @@ def _demo(args: argparse.Namespace) -> int:
     from otel_agents._internal.export.store import Store
 
     from ._demo import run_demo
-    from ._render import trace_tree
+    from ._render import console, trace_tree
 
     store_dir = _store_dir(args.store)
     with otel_agents.configure(store=store_dir) as telemetry:
-        run_id = asyncio.run(run_demo())
+        run_ids = asyncio.run(run_demo())
         telemetry.force_flush()
     store = Store(store_dir)
-    run = store.find_run(run_id)
+    run = store.find_run(run_ids[0])
     print()
-    print(trace_tree(run, store.spans(run.trace_id)))
-    print(f"\nstored in {store_dir}; list runs with 'otel-agents runs', this one with 'otel-agents show {run_id[:8]}'")
+    console().print(trace_tree(run, store.spans(run.trace_id)))
+    print(
+        f"\nstored in {store_dir}; list runs with 'otel-agents runs', this one with "
+        f"'otel-agents show {run_ids[0][:8]}', cost per user with 'otel-agents cost --by user'"
+    )
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
+    from otel_agents._internal.export.store import StoreError, StoreVersionError
+
     try:
         args = _parser().parse_args(argv)
-        command = {"demo": _demo, "runs": _runs, "show": _show, "export": _export}[args.command]
+        command = {"demo": _demo, "runs": _runs, "show": _show, "cost": _cost, "export": _export}[args.command]
         return command(args)
-    except (UsageError, ConfigError) as error:
+    except (UsageError, ConfigError, StoreVersionError) as error:
         print(f"otel-agents: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except RunTimeFailure as error:
         print(f"otel-agents: error: {error}", file=sys.stderr)
+        return EXIT_FAILURE
+    except StoreError as error:  # a store that cannot be read (locked past the timeout, damaged)
+        print(f"otel-agents: error: {error}".splitlines()[0], file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:
         print("otel-agents: interrupted", file=sys.stderr)

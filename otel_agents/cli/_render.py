@@ -1,19 +1,57 @@
-"""Terminal rendering of stored runs: the runs table and a trace tree with a waterfall."""
+"""Terminal rendering of stored runs with rich: the runs table, a run's trace tree with a waterfall,
+the cost report with a bar per row. Imported by the CLI's commands only (rich stays out of
+`import otel_agents`).
+
+Piped output (not a terminal) has no colour and a width of 160 columns, so `grep` and scripts see
+whole rows; the head lines of `show` are never wrapped.
+"""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final, TextIO
+
+from rich import box
+from rich.bar import Bar
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
 
 from otel_agents._internal import keys as sc
 from otel_agents._internal.export.store import StoredRun, StoredSpan
 
-_BAR = 24
+from ._cost import CostRow
+
+_BAR: Final = 24
+_GUIDE: Final = 4
+"""The width rich's tree guides take per level ("├── ")."""
+_PIPED_WIDTH: Final = 160
+_NAME_WIDTH: Final = 60
+_MAX_OTHERS: Final = 20
+"""`show` lists at most this many other runs of the conversation (the first ones), then how many more."""
+_STYLES: Final = {
+    sc.OPERATION_INVOKE_WORKFLOW: "bold blue",
+    sc.OPERATION_INVOKE_AGENT: "green",
+    sc.OPERATION_CHAT: "cyan",
+    "execute_tool": "magenta",
+}
+
+
+def console(file: TextIO | None = None) -> Console:
+    stream = file if file is not None else sys.stdout
+    width = None if stream.isatty() else _PIPED_WIDTH  # a terminal: rich reads its width (and COLUMNS)
+    return Console(file=stream, width=width, highlight=False, soft_wrap=False)
 
 
 def iso_utc(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _started(ns: int) -> str:
+    return iso_utc(ns)[:19].replace("T", " ")
 
 
 def run_json(run: StoredRun) -> dict[str, Any]:
@@ -21,6 +59,9 @@ def run_json(run: StoredRun) -> dict[str, Any]:
         "run_id": run.run_id,
         "trace_id": run.trace_id,
         "team": run.team,
+        "user_id": run.user_id,
+        "session_id": run.session_id,
+        "conversation_id": run.conversation_id,
         "started_at": iso_utc(run.started_ns),
         "duration_s": round((run.ended_ns - run.started_ns) / 1e9, 6),
         "messages": run.messages,
@@ -38,21 +79,48 @@ def money(value: float | None) -> str:
     return f"${value:.4f}" if value >= 0.01 or value == 0 else f"${value:.6f}"
 
 
-def runs_table(runs: Sequence[StoredRun]) -> str:
-    header = f"{'RUN':<12} {'STARTED (UTC)':<20} {'TEAM':<20} {'DUR':>7} {'MSGS':>5} {'TOKENS':>9} {'COST':>10}  STOP"
-    lines = [header]
+def _short(value: str | None, width: int = 12) -> str:
+    if not value:
+        return ""
+    return value if len(value) <= width else value[: width - 1] + "…"
+
+
+def _plain_table(**kwargs: Any) -> Table:
+    return Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1), **kwargs)
+
+
+def runs_table(runs: Sequence[StoredRun]) -> Table:
+    """One line per run under a one-line header (no borders: `split()` finds the run id first)."""
+    table = _plain_table()
+    table.add_column("RUN", no_wrap=True, min_width=12)
+    table.add_column("STARTED (UTC)", no_wrap=True, min_width=19)
+    table.add_column("TEAM", no_wrap=True, overflow="ellipsis", max_width=24)
+    table.add_column("USER", no_wrap=True, overflow="ellipsis", max_width=20)
+    table.add_column("CONVERSATION", no_wrap=True)
+    table.add_column("DUR", justify="right", no_wrap=True)
+    table.add_column("MSGS", justify="right", no_wrap=True)
+    table.add_column("TOKENS", justify="right", no_wrap=True)
+    table.add_column("COST", justify="right", no_wrap=True)
+    table.add_column("STOP", no_wrap=True)
     for run in runs:
         tokens = (run.input_tokens or 0) + (run.output_tokens or 0)
-        lines.append(
-            f"{run.run_id[:12]:<12} {iso_utc(run.started_ns)[:19].replace('T', ' '):<20} "
-            f"{(run.team or '')[:20]:<20} {(run.ended_ns - run.started_ns) / 1e9:>6.2f}s {run.messages or 0:>5} "
-            f"{tokens:>9,} {money(run.cost_usd):>10}  {run.stop_kind or ''}"
+        table.add_row(
+            run.run_id[:12],
+            _started(run.started_ns),
+            run.team or "",
+            run.user_id or "",
+            _short(run.conversation_id),
+            f"{(run.ended_ns - run.started_ns) / 1e9:.2f}s",
+            str(run.messages or 0),
+            f"{tokens:,}",
+            money(run.cost_usd),
+            run.stop_kind or "",
         )
-    return "\n".join(lines)
+    return table
 
 
-def tree_order(spans: Sequence[StoredSpan]) -> list[tuple[str, StoredSpan]]:
-    """Spans depth first, parents before children, siblings by start: (tree label, span)."""
+def tree_order(spans: Sequence[StoredSpan]) -> list[tuple[int, StoredSpan]]:
+    """Spans depth first, parents before children, siblings by start: (depth, span)."""
     ids = {s.span_id for s in spans}
     roots: list[StoredSpan] = []
     children: dict[str, list[StoredSpan]] = {}
@@ -61,25 +129,16 @@ def tree_order(spans: Sequence[StoredSpan]) -> list[tuple[str, StoredSpan]]:
             children.setdefault(span.parent_span_id, []).append(span)
         else:
             roots.append(span)
-    rows: list[tuple[str, StoredSpan]] = []
+    rows: list[tuple[int, StoredSpan]] = []
 
-    def walk(span: StoredSpan, prefix: str, last: bool, top: bool) -> None:
-        rows.append((span.name if top else f"{prefix}{'└─ ' if last else '├─ '}{span.name}", span))
-        kids = children.get(span.span_id, [])
-        for i, child in enumerate(kids):
-            walk(child, prefix if top else prefix + ("   " if last else "│  "), i == len(kids) - 1, False)
+    def walk(span: StoredSpan, depth: int) -> None:
+        rows.append((depth, span))
+        for child in children.get(span.span_id, []):
+            walk(child, depth + 1)
 
     for root in roots:
-        walk(root, "", True, True)
+        walk(root, 0)
     return rows
-
-
-def _bar(span: StoredSpan, start: int, total: int) -> str:
-    if total <= 0:
-        return "█".ljust(_BAR)
-    left = min(_BAR - 1, int((span.start_ns - start) / total * _BAR))
-    width = max(1, round((span.end_ns - span.start_ns) / total * _BAR))
-    return (" " * left + "█" * min(width, _BAR - left)).ljust(_BAR)
 
 
 def _details(span: StoredSpan) -> str:
@@ -97,34 +156,122 @@ def _details(span: StoredSpan) -> str:
     cost = attributes.get(sc.COST_USD)
     if cost is not None:
         parts.append(money(float(cost)))
-    if span.data.get("status", {}).get("code") == "ERROR":
+    if _failed(span):
         parts.append(f"ERROR {attributes.get(sc.ERROR_TYPE, '')}".rstrip())
     return "  ".join(parts)
 
 
-def trace_tree(run: StoredRun, spans: Sequence[StoredSpan]) -> str:
-    """The trace as a tree: name, waterfall bar, duration, then agent, tokens and cost per span."""
+def _failed(span: StoredSpan) -> bool:
+    return bool(span.data.get("status", {}).get("code") == "ERROR")
+
+
+def _style(span: StoredSpan) -> str:
+    if _failed(span):
+        return "bold red"
+    return _STYLES.get(str(span.attributes.get(sc.GEN_AI_OPERATION_NAME, "")), "")
+
+
+def _waterfall(span: StoredSpan, start: int, total: int) -> Bar:
+    """The span's place in the run: at least one cell wide, so every span shows."""
+    if total <= 0:
+        return Bar(1, 0, 1, width=_BAR)
+    cell = total / _BAR
+    begin = float(span.start_ns - start)
+    end = max(float(span.end_ns - start), begin + cell)
+    if end > total:
+        begin, end = max(0.0, total - cell), float(total)
+    return Bar(total, begin, end, width=_BAR, color=_style(span).replace("bold ", "") or "default")
+
+
+def _span_line(span: StoredSpan, depth: int, name_width: int, start: int, total: int) -> Table:
+    line = Table.grid(padding=(0, 2))
+    line.add_column(width=max(8, name_width - _GUIDE * depth), no_wrap=True, overflow="ellipsis")
+    line.add_column(width=_BAR, no_wrap=True)
+    line.add_column(width=9, justify="right", no_wrap=True)
+    line.add_column(no_wrap=True)
+    duration = (span.end_ns - span.start_ns) / 1e9
+    line.add_row(
+        Text(span.name, style=_style(span)), _waterfall(span, start, total), f"{duration:.3f}s", _details(span)
+    )
+    return line
+
+
+def _line(text: str) -> Text:
+    """A line printed whole, never wrapped or cut (the terminal wraps it if it must)."""
+    return Text(text, no_wrap=True, overflow="ignore")
+
+
+def _who(run: StoredRun) -> str:
+    parts = [f"{label} {value}" for label, value in (("user", run.user_id), ("session", run.session_id)) if value]
+    parts.append(f"conversation {run.conversation_id}" if run.conversation_id else "no conversation recorded")
+    return "  ·  ".join(parts)
+
+
+def trace_tree(run: StoredRun, spans: Sequence[StoredSpan], others: Sequence[StoredRun] = ()) -> RenderableType:
+    """The run's head lines (ids; team, totals, stop; who and which conversation), its trace as a tree
+    (name, waterfall bar, duration, then agent, tokens and cost per span), and the conversation's
+    other runs."""
     start = min((s.start_ns for s in spans), default=run.started_ns)
     end = max((s.end_ns for s in spans), default=run.ended_ns)
     rows = tree_order(spans)
-    width = min(60, max((len(label) for label, _ in rows), default=10))
-    head = (
-        f"run {run.run_id}  trace {run.trace_id}\n"
-        f"{run.team or ''}: {run.messages or 0} messages, "
-        f"{run.input_tokens or 0:,} in / {run.output_tokens or 0:,} out, "
-        f"cost {money(run.cost_usd)}, stopped: {run.stop_reason or run.stop_kind or '-'}"
+    name_width = max(
+        min(_NAME_WIDTH, max((len(s.name) + _GUIDE * depth for depth, s in rows), default=10)),
+        max((_GUIDE * depth + 12 for depth, _ in rows), default=12),
     )
-    lines = [head, ""]
-    for label, span in rows:
-        shown = label if len(label) <= width else label[: width - 1] + "…"
-        duration = (span.end_ns - span.start_ns) / 1e9
-        lines.append(f"{shown:<{width}}  {_bar(span, start, end - start)} {duration:>8.3f}s  {_details(span)}".rstrip())
-    return "\n".join(lines)
+    head = [
+        _line(f"run {run.run_id}  trace {run.trace_id}"),
+        _line(
+            f"{run.team or ''}: {run.messages or 0} messages, "
+            f"{run.input_tokens or 0:,} in / {run.output_tokens or 0:,} out, "
+            f"cost {money(run.cost_usd)}, stopped: {run.stop_reason or run.stop_kind or '-'}"
+        ),
+        _line(_who(run)),
+        _line(""),
+    ]
+    trees: list[RenderableType] = []
+    nodes: dict[str, Tree] = {}
+    for depth, span in rows:
+        line = _span_line(span, depth, name_width, start, end - start)
+        parent = nodes.get(span.parent_span_id or "") if depth else None
+        node = parent.add(line) if parent is not None else Tree(line, guide_style="dim")
+        if parent is None:
+            trees.append(node)
+        nodes[span.span_id] = node
+    return Group(*head, *trees, *conversation_runs(run, others))
 
 
-def trace_json(run: StoredRun, spans: Sequence[StoredSpan]) -> dict[str, Any]:
+def conversation_runs(run: StoredRun, others: Sequence[StoredRun]) -> list[RenderableType]:
+    if not run.conversation_id:
+        return []
+    if not others:
+        return [_line(""), _line(f"no other runs of conversation {run.conversation_id} in the store")]
+    table = _plain_table()
+    table.add_column("RUN", no_wrap=True)
+    table.add_column("STARTED (UTC)", no_wrap=True)
+    table.add_column("TEAM", no_wrap=True, overflow="ellipsis", max_width=24)
+    table.add_column("MSGS", justify="right", no_wrap=True)
+    table.add_column("COST", justify="right", no_wrap=True)
+    table.add_column("", no_wrap=True)
+    for other in others[:_MAX_OTHERS]:
+        when = "before" if other.started_ns < run.started_ns else "after"
+        table.add_row(
+            other.run_id,
+            _started(other.started_ns),
+            other.team or "",
+            str(other.messages or 0),
+            money(other.cost_usd),
+            when,
+        )
+    title = f"{len(others)} other run{'s' if len(others) != 1 else ''} of conversation {run.conversation_id}:"
+    more = len(others) - _MAX_OTHERS
+    rest = [_line(f"and {more} more: otel-agents runs --conversation {run.conversation_id}")] if more > 0 else []
+    return [_line(""), _line(title), table, *rest]
+
+
+def trace_json(run: StoredRun, spans: Sequence[StoredSpan], others: Sequence[StoredRun] = ()) -> dict[str, Any]:
     return {
         "run": run_json(run),
+        "conversation_runs": [run_json(other) for other in others],
         "spans": [
             {
                 "name": s.name,
@@ -138,3 +285,39 @@ def trace_json(run: StoredRun, spans: Sequence[StoredSpan]) -> dict[str, Any]:
             for _, s in tree_order(spans)
         ],
     }
+
+
+def micro_money(micro_usd: int | None) -> str:
+    """Exact: integer micro-dollars as dollars with six decimals."""
+    if micro_usd is None:
+        return "-"
+    return f"${micro_usd // 1_000_000:,}.{micro_usd % 1_000_000:06d}"
+
+
+def cost_table(by: str, rows: Sequence[CostRow], total: CostRow, title: str) -> Table:
+    """A row per key with a bar of its cost, then the total (the exact sum of the rows' costs)."""
+    table = Table(
+        title=title, title_justify="left", box=box.SIMPLE, show_edge=False, show_footer=True, header_style="bold"
+    )
+    table.add_column(by.upper(), "total", no_wrap=True, overflow="ellipsis", max_width=40)
+    table.add_column("RUNS", str(total.runs), justify="right", no_wrap=True)
+    table.add_column("INPUT TOKENS", f"{total.input_tokens:,}", justify="right", no_wrap=True)
+    table.add_column("OUTPUT TOKENS", f"{total.output_tokens:,}", justify="right", no_wrap=True)
+    table.add_column("COST (USD)", micro_money(total.micro_usd), justify="right", no_wrap=True)
+    table.add_column("SHARE", "", justify="right", no_wrap=True)
+    table.add_column("", "", width=_BAR, no_wrap=True)
+    largest = max((row.micro_usd or 0 for row in rows), default=0)
+    for row in rows:
+        priced = row.micro_usd is not None
+        share = f"{100 * (row.micro_usd or 0) / total.micro_usd:.1f}%" if priced and total.micro_usd else ""
+        bar = Bar(largest, 0, row.micro_usd or 0, width=_BAR, color="cyan") if priced and largest else Text("")
+        table.add_row(
+            Text(row.key, style="italic dim" if row.key.startswith("(") else ""),
+            str(row.runs),
+            f"{row.input_tokens:,}",
+            f"{row.output_tokens:,}",
+            micro_money(row.micro_usd),
+            share,
+            bar,
+        )
+    return table

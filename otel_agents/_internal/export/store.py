@@ -5,6 +5,11 @@ and a busy timeout let several processes write at once. Spans keep their origina
 ids and timestamps, so `otel-agents export` can replay them to any OTLP endpoint later. The store
 stays under its size limit by dropping whole traces, oldest first. A store that cannot be written
 drops the spans, counts them and logs; it never raises into the run.
+
+The schema has a version (SQLite's `user_version`, `SCHEMA_VERSION` here). Whoever opens an older
+store, a writer or a reader, migrates it in place in one transaction (version 0 to 1: the `runs`
+table gets `user_id`, `session_id` and `conversation_id`, filled from the stored run spans); a store
+of a newer version is refused with `StoreVersionError`, never written or misread.
 """
 
 from __future__ import annotations
@@ -29,38 +34,62 @@ logger = logging.getLogger(__name__)
 
 DATABASE: Final = "spans.sqlite3"
 
-_SCHEMA: Final = """
-CREATE TABLE IF NOT EXISTS spans (
-    trace_id TEXT NOT NULL,
-    span_id TEXT NOT NULL,
-    parent_span_id TEXT,
-    name TEXT NOT NULL,
-    start_ns INTEGER NOT NULL,
-    end_ns INTEGER NOT NULL,
-    data TEXT NOT NULL,
-    PRIMARY KEY (trace_id, span_id)
-);
-CREATE INDEX IF NOT EXISTS spans_by_start ON spans (start_ns);
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    trace_id TEXT NOT NULL,
-    team TEXT,
-    started_ns INTEGER NOT NULL,
-    ended_ns INTEGER NOT NULL,
-    messages INTEGER,
-    input_tokens INTEGER,
-    output_tokens INTEGER,
-    cost_usd REAL,
-    stop_reason TEXT,
-    stop_kind TEXT
-);
-CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started_ns);
-CREATE INDEX IF NOT EXISTS runs_by_trace ON runs (trace_id);
-"""
+SCHEMA_VERSION: Final = 1
+"""The store layout this code writes and reads (SQLite `PRAGMA user_version`; 0: before versions)."""
+
+_TABLES: Final = (
+    """CREATE TABLE IF NOT EXISTS spans (
+        trace_id TEXT NOT NULL,
+        span_id TEXT NOT NULL,
+        parent_span_id TEXT,
+        name TEXT NOT NULL,
+        start_ns INTEGER NOT NULL,
+        end_ns INTEGER NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (trace_id, span_id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS spans_by_start ON spans (start_ns)",
+    """CREATE TABLE IF NOT EXISTS runs (
+        run_id TEXT PRIMARY KEY,
+        trace_id TEXT NOT NULL,
+        team TEXT,
+        started_ns INTEGER NOT NULL,
+        ended_ns INTEGER NOT NULL,
+        messages INTEGER,
+        input_tokens INTEGER,
+        output_tokens INTEGER,
+        cost_usd REAL,
+        stop_reason TEXT,
+        stop_kind TEXT,
+        user_id TEXT,
+        session_id TEXT,
+        conversation_id TEXT
+    )""",
+    "CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started_ns)",
+    "CREATE INDEX IF NOT EXISTS runs_by_trace ON runs (trace_id)",
+)
+_ADDED_IN_1: Final = (
+    ("user_id", sc.USER_ID),
+    ("session_id", sc.SESSION_ID),
+    ("conversation_id", sc.GEN_AI_CONVERSATION_ID),
+)
+"""The `runs` columns version 1 added, and the run span attribute each is read from."""
+_INDEXES_OF_1: Final = (
+    "CREATE INDEX IF NOT EXISTS runs_by_user ON runs (user_id)",
+    "CREATE INDEX IF NOT EXISTS runs_by_conversation ON runs (conversation_id)",
+)
+_RUN_COLUMNS: Final = (
+    "run_id, trace_id, team, started_ns, ended_ns, messages, input_tokens, output_tokens, cost_usd, "
+    "stop_reason, stop_kind, user_id, session_id, conversation_id"
+)
 
 
 class StoreError(Exception):
     """The store cannot be read, or a run is not in it."""
+
+
+class StoreVersionError(StoreError):
+    """The store was made by a newer otel-agents (a schema version above ours): refused."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +105,21 @@ class StoredRun:
     cost_usd: float | None
     stop_reason: str | None
     stop_kind: str | None
+    user_id: str | None = None
+    session_id: str | None = None
+    conversation_id: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredCall:
+    """One model call (a `chat` span) of a stored run."""
+
+    run_id: str
+    model: str | None
+    agent: str | None
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
 
 
 @dataclass(frozen=True)
@@ -163,7 +207,80 @@ def _run_row(span: ReadableSpan) -> tuple[Any, ...] | None:
         attributes.get(sc.COST_USD),
         attributes.get(sc.STOP_REASON),
         attributes.get(sc.STOP_KIND),
+        *(_text(attributes.get(key)) for _, key in _ADDED_IN_1),
     )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _number(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def _migrate(connection: sqlite3.Connection, path: Path) -> None:
+    """Bring the store to SCHEMA_VERSION in one transaction; refuse a newer one."""
+    version = _version(connection)
+    if version == SCHEMA_VERSION:
+        return
+    _refuse_newer(version, path)
+    connection.execute("BEGIN IMMEDIATE")  # one migrator at a time; the others wait, then see it done
+    try:
+        version = _version(connection)
+        _refuse_newer(version, path)
+        if version < SCHEMA_VERSION:
+            for statement in _TABLES:
+                connection.execute(statement)
+            columns = {row[1] for row in connection.execute("PRAGMA table_info(runs)")}
+            for column, _ in _ADDED_IN_1:
+                if column not in columns:
+                    connection.execute(f"ALTER TABLE runs ADD COLUMN {column} TEXT")
+            for statement in _INDEXES_OF_1:
+                connection.execute(statement)
+            _backfill(connection)
+            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+
+
+def _version(connection: sqlite3.Connection) -> int:
+    return int(connection.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _refuse_newer(version: int, path: Path) -> None:
+    if version > SCHEMA_VERSION:
+        raise StoreVersionError(
+            f"the store at {path} has schema version {version}, newer than this otel-agents reads "
+            f"({SCHEMA_VERSION}); upgrade otel-agents or use another store"
+        )
+
+
+def _backfill(connection: sqlite3.Connection) -> None:
+    """Runs stored before version 1: user, session and conversation from their run spans."""
+    missing = {
+        row[0]
+        for row in connection.execute(
+            "SELECT run_id FROM runs WHERE user_id IS NULL AND session_id IS NULL AND conversation_id IS NULL"
+        )
+    }
+    if not missing:
+        return
+    spans = connection.execute("SELECT data FROM spans WHERE name = 'invoke_workflow' OR name LIKE 'invoke_workflow %'")
+    for (data,) in spans:
+        try:
+            attributes = json.loads(data).get("attributes", {})
+        except (ValueError, AttributeError):
+            continue
+        run_id = attributes.get(sc.RUN_ID)
+        if attributes.get(sc.GEN_AI_OPERATION_NAME) != sc.OPERATION_INVOKE_WORKFLOW or run_id not in missing:
+            continue
+        connection.execute(
+            "UPDATE runs SET user_id = ?, session_id = ?, conversation_id = ? WHERE run_id = ?",
+            (*(_text(attributes.get(key)) for _, key in _ADDED_IN_1), run_id),
+        )
 
 
 class Store:
@@ -184,9 +301,10 @@ class Store:
             raise FileNotFoundError(self.path)
         with closing(sqlite3.connect(self.path, timeout=10, isolation_level=None)) as connection:
             connection.execute("PRAGMA busy_timeout = 10000")
+            _refuse_newer(_version(connection), self.path)  # before anything is changed
             if create:
                 connection.execute("PRAGMA journal_mode = WAL")
-                connection.executescript(_SCHEMA)
+            _migrate(connection, self.path)
             yield connection
 
     def write(self, spans: Sequence[ReadableSpan]) -> None:
@@ -196,7 +314,9 @@ class Store:
             connection.execute("BEGIN IMMEDIATE")
             try:
                 connection.executemany("INSERT OR REPLACE INTO spans VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-                connection.executemany("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", runs)
+                connection.executemany(
+                    f"INSERT OR REPLACE INTO runs ({_RUN_COLUMNS}) VALUES ({', '.join('?' * 14)})", runs
+                )
                 self._trim(connection)
                 connection.execute("COMMIT")
             except BaseException:
@@ -229,17 +349,82 @@ class Store:
         except sqlite3.Error as error:
             raise StoreError(f"cannot read the store at {self.path}: {error}") from None
 
-    def runs(self, limit: int | None = None) -> list[StoredRun]:
-        query = "SELECT * FROM runs ORDER BY started_ns DESC"
-        rows = self._read(query + " LIMIT ?", (limit,)) if limit is not None else self._read(query)
-        return [StoredRun(*row) for row in rows]
+    def runs(
+        self,
+        limit: int | None = None,
+        *,
+        user: str | None = None,
+        conversation: str | None = None,
+        team: str | None = None,
+        since_ns: int | None = None,
+    ) -> list[StoredRun]:
+        """Runs, newest first; each filter given must match (`conversation`: an id or a prefix of one)."""
+        where, parameters = self._where(user=user, conversation=conversation, team=team, since_ns=since_ns)
+        query = f"SELECT {_RUN_COLUMNS} FROM runs{where} ORDER BY started_ns DESC"
+        if limit is not None:
+            query, parameters = query + " LIMIT ?", [*parameters, limit]
+        return [StoredRun(*row) for row in self._read(query, parameters)]
+
+    @staticmethod
+    def _where(
+        *, user: str | None, conversation: str | None, team: str | None, since_ns: int | None
+    ) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        parameters: list[Any] = []
+        if user is not None:
+            clauses.append("user_id = ?")
+            parameters.append(user)
+        if conversation is not None:
+            clauses.append("substr(conversation_id, 1, ?) = ?")
+            parameters += [len(conversation), conversation]
+        if team is not None:
+            clauses.append("team = ?")
+            parameters.append(team)
+        if since_ns is not None:
+            clauses.append("started_ns >= ?")
+            parameters.append(since_ns)
+        return (" WHERE " + " AND ".join(clauses) if clauses else ""), parameters
+
+    def conversation_runs(self, conversation_id: str) -> list[StoredRun]:
+        """The runs of one conversation (exactly this id), oldest first."""
+        query = f"SELECT {_RUN_COLUMNS} FROM runs WHERE conversation_id = ? ORDER BY started_ns"
+        return [StoredRun(*row) for row in self._read(query, (conversation_id,))]
+
+    def calls(self, since_ns: int | None = None) -> list[StoredCall]:
+        """The model calls (`chat` spans) of the stored runs started at or after `since_ns`."""
+        rows = self._read(
+            "SELECT runs.run_id, spans.data FROM spans JOIN runs ON runs.trace_id = spans.trace_id "
+            "WHERE (spans.name = 'chat' OR spans.name LIKE 'chat %') AND runs.started_ns >= ? "
+            "ORDER BY spans.start_ns",
+            (since_ns if since_ns is not None else -(2**63),),
+        )
+        calls: list[StoredCall] = []
+        for run_id, data in rows:
+            attributes = json.loads(data).get("attributes", {})
+            if attributes.get(sc.GEN_AI_OPERATION_NAME) != sc.OPERATION_CHAT:
+                continue
+            cost = attributes.get(sc.COST_USD)
+            calls.append(
+                StoredCall(
+                    run_id=run_id,
+                    model=_text(attributes.get(sc.GEN_AI_RESPONSE_MODEL))
+                    or _text(attributes.get(sc.GEN_AI_REQUEST_MODEL)),
+                    agent=_text(attributes.get(sc.GEN_AI_AGENT_NAME)),
+                    input_tokens=_number(attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS)),
+                    output_tokens=_number(attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)),
+                    cost_usd=float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
+                )
+            )
+        return calls
 
     def find_run(self, prefix: str) -> StoredRun:
         """The run whose id starts with `prefix`; StoreError when none or several do."""
         cleaned = prefix.strip().lower()
         if not cleaned or any(c not in "0123456789abcdef" for c in cleaned):
             raise StoreError(f"{prefix!r} is not a run id (hexadecimal)")
-        rows = self._read("SELECT * FROM runs WHERE run_id LIKE ? ORDER BY started_ns DESC LIMIT 2", (cleaned + "%",))
+        rows = self._read(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id LIKE ? ORDER BY started_ns DESC LIMIT 2", (cleaned + "%",)
+        )
         if not rows:
             raise StoreError(f"no run {prefix!r} in the store at {self.directory}")
         if len(rows) > 1:
@@ -278,7 +463,7 @@ class StoreSpanExporter(SpanExporter):
                         "otel-agents: cannot write to the store at %s (%s); dropping spans until it can "
                         "(%d dropped so far)",
                         self.store.directory,
-                        type(error).__name__,
+                        error if isinstance(error, StoreVersionError) else type(error).__name__,
                         self.dropped_spans,
                     )
                 self._failing = True
