@@ -1,7 +1,7 @@
 """otel-agents quick start: an AutoGen team, traced with one line.
 
-    pip install 'otel-agents[openai]'
-    OPENAI_API_KEY=sk-... python examples/quickstart.py
+    pip install '/path/to/otel-agents[openai]'      # from a clone of the repository
+    cd /path/to/otel-agents && OPENAI_API_KEY=sk-... python examples/quickstart.py
     otel-agents runs            # the run, its stop reason, tokens and cost
     otel-agents show <run id>   # its trace, as a tree
 

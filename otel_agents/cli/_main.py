@@ -4,6 +4,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -229,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("otel-agents: interrupted", file=sys.stderr)
         return EXIT_FAILURE
+    except BrokenPipeError:  # `otel-agents runs | head`: the reader has what it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's own flush at exit then goes nowhere
+        return 0
     except Exception as error:  # one line, never a traceback
         print(f"otel-agents: error: {type(error).__name__}: {error}".splitlines()[0], file=sys.stderr)
         return EXIT_FAILURE
