@@ -25,8 +25,9 @@ fi
 
 source scripts/_phoenix.sh
 
-# The lowest versions otel-agents supports (ci/lowest.txt: AutoGen 0.7.0, OpenTelemetry 1.43), in a
-# second environment without OpenInference, for the tests that touch AutoGen and the SDK most.
+# The lowest versions otel-agents supports (ci/lowest.txt: AutoGen 0.7.0, OpenTelemetry 1.43, and the
+# floors of every other dependency), in a second environment without OpenInference, for the tests
+# that touch AutoGen, the SDK, util-genai, wrapt and rich most.
 [ -x .venv-lowest/bin/python ] || "$PYTHON" -m venv .venv-lowest
 .venv-lowest/bin/python -m pip install -q --disable-pip-version-check -c ci/lowest.txt -e ".[test-core]"
 
@@ -40,5 +41,5 @@ if [ $# -eq 0 ]; then
   .venv-lowest/bin/python -m pytest -q -p no:cacheprovider \
     tests/test_trace_shape.py tests/test_model_calls.py tests/test_zero_code.py \
     tests/test_opentelemetry_instrument.py tests/test_examples.py tests/test_autogen_conventions.py \
-    tests/test_attribution.py
+    tests/test_attribution.py tests/test_cli.py tests/test_cost_report.py
 fi

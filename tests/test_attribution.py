@@ -213,3 +213,82 @@ async def test_a_state_saved_untraced_loads_and_starts_a_new_conversation(captur
     await other.run(task="traced")
     (tree,) = runs_of(capture)
     assert not tree.root.links and len(attributes(tree.root)[CONVERSATION]) == 32
+
+
+# --- review: the corners -----------------------------------------------------------------------
+
+
+async def test_a_stream_is_attributed_where_it_was_made(capture: Capture) -> None:
+    with otel_agents.run_attributes(user_id="maker"):
+        stream = writers_room(max_messages=2, name="made-inside").run_stream(task="go")
+    with otel_agents.run_attributes(user_id="consumer"):
+        [_ async for _ in stream]
+
+    (tree,) = runs_of(capture)
+    assert attributes(tree.root)["user.id"] == "maker", "with its parent: where the run was made"
+
+
+async def test_one_run_attributes_object_serves_concurrent_tasks(capture: Capture) -> None:
+    import asyncio
+
+    shared = otel_agents.run_attributes(user_id="shared")
+
+    async def request(name: str, pause: float) -> None:
+        async with shared:
+            await asyncio.sleep(pause)
+            await writers_room(max_messages=2, name=name).run(task="go")
+
+    await asyncio.gather(request("a", 0.02), request("b", 0.0))
+    assert sorted(attributes(t.root)["user.id"] for t in runs_of(capture)) == ["shared", "shared"]
+
+
+async def test_loading_a_state_we_did_not_save_starts_a_new_conversation(capture: Capture) -> None:
+    team = writers_room(max_messages=2)
+    await team.run(task="first user")
+    otel_agents.AutoGenInstrumentor().uninstrument()
+    foreign = await writers_room(max_messages=2).save_state()  # saved untraced: no conversation in it
+    otel_agents.AutoGenInstrumentor().instrument()
+    await team.load_state(foreign)
+    await team.run(task="second user")
+
+    first, second = runs_of(capture)
+    assert attributes(first.root)[CONVERSATION] != attributes(second.root)[CONVERSATION]
+    assert not second.root.links
+
+
+async def test_a_refused_run_is_not_the_conversations_last(capture: Capture) -> None:
+    import asyncio
+
+    team = writers_room(max_messages=4)
+    running = asyncio.ensure_future(team.run(task="real"))
+    await asyncio.sleep(0)
+    with pytest.raises(ValueError, match="already running"):
+        await team.run(task="refused")
+    await running
+    saved = (await team.save_state())[STATE_KEY]["last_run"]
+    real = [t for t in runs_of(capture) if (attributes(t.root).get("otel_agents.message_count") or 0) > 0]
+    assert saved["run_id"] == attributes(real[0].root)["otel_agents.run.id"]
+
+
+async def test_saved_again_before_any_run_the_state_keeps_its_link(capture: Capture) -> None:
+    team = writers_room(max_messages=2)
+    await team.run(task="one")
+    first = await team.save_state()
+    relay = writers_room(max_messages=2)
+    await relay.load_state(first)
+    second = await relay.save_state()  # a process that loaded and saved without running
+    assert second[STATE_KEY] == first[STATE_KEY]
+
+
+async def test_only_the_team_carries_the_conversation_not_its_participants(capture: Capture) -> None:
+    team = writers_room(max_messages=2)
+    writer = team._participants[0]  # type: ignore[attr-defined]
+    await writer.run(task="alone first")  # the agent has a conversation of its own now
+    await team.run(task="together")
+    state = await team.save_state()
+    assert STATE_KEY in state
+    assert f'"{STATE_KEY}"' not in json.dumps(state["agent_states"]), "participants' states: as AutoGen makes them"
+    other = writers_room(max_messages=2)
+    await other.load_state(state)
+    await other.run(task="resumed")
+    assert attributes(runs_of(capture)[-1].root)[CONVERSATION] == state[STATE_KEY]["conversation_id"]

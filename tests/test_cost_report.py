@@ -363,3 +363,25 @@ async def test_show_lists_twenty_other_runs_of_a_long_conversation_then_how_many
     assert lines[at + 22] == f"and 2 more: otel-agents runs --conversation {conversation}"
     shown = json.loads(cli("--store", str(tmp_path), "show", runs[-1].run_id, "--json").stdout)
     assert len(shown["conversation_runs"]) == 22, "JSON lists them all"
+
+
+async def test_runs_sharing_one_trace_are_each_counted_once(tmp_path: Path) -> None:
+    from opentelemetry import trace
+
+    with otel_agents.configure(store=tmp_path, prices=PRICES) as telemetry:
+        with trace.get_tracer("app").start_as_current_span("web request"):  # both runs in its trace
+            with otel_agents.run_attributes(user_id="ana"):
+                await drafting().run(task="one")
+            with otel_agents.run_attributes(user_id="ben"):
+                await drafting().run(task="two")
+        telemetry.force_flush()
+
+    stored = Store(tmp_path).runs()
+    assert len(stored) == 2 and len({r.trace_id for r in stored}) == 1, "one trace, two runs"
+    by_user = {r["key"]: r for r in cost_json(tmp_path, "user")}
+    by_model = {r["key"]: r for r in cost_json(tmp_path, "model")}
+    assert by_user["ana"]["input_tokens"] == by_user["ben"]["input_tokens"] == 300
+    assert (by_model["model-a"]["input_tokens"], by_model["model-b"]["input_tokens"]) == (200, 400)
+    assert sum(r["cost_usd"] for r in by_model.values()) == sum(r["cost_usd"] for r in by_user.values())
+    shown = cli("--store", str(tmp_path), "show", stored[0].run_id).stdout
+    assert shown.count("invoke_workflow drafting") == 1, "one run's tree, not the whole trace"

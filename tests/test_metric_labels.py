@@ -81,7 +81,7 @@ def test_run_metrics_carry_the_chosen_run_attributes_when_configured(
     for name in RUN_METRICS:
         (point,) = points(data, name)
         assert point.attributes["tenant"] == "acme", name
-        assert point.attributes["tier"] == 2, f"{name}: the value as given, not made a string"
+        assert point.attributes["tier"] == "2", f"{name}: as text: 2 and '2' are one label value in Prometheus"
         assert "region" not in point.attributes, f"{name}: a run attribute not listed is no label"
     for name in CALL_METRICS:
         assert points(data, name), name
@@ -281,3 +281,23 @@ async def test_prometheus_shows_the_label_and_the_dashboard_answers_by_it(
         assert float(total["value"][1]) == pytest.approx(sum(s.attributes["otel_agents.cost.usd"] for s in spans))
         (count,) = prometheus.query(f'sum(otel_agents_runs_total{{tenant="{tenant}"}})')
         assert float(count["value"][1]) == len(spans)
+
+
+def test_label_values_of_one_meaning_are_one_series(monkeypatch: pytest.MonkeyPatch) -> None:
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tests.support.teams import writers_room
+
+    monkeypatch.setenv("OTEL_AGENTS_METRIC_ATTRIBUTES", "tier,beta")
+    reader = InMemoryMetricReader()
+
+    async def runs() -> None:
+        for tier, beta in ((2, True), ("2", "true"), (2.0, True)):
+            with otel_agents.run_attributes(attributes={"tier": tier, "beta": beta}):
+                await writers_room(max_messages=2).run(task="go")
+
+    with otel_agents.configure(span_exporter=InMemorySpanExporter(), metric_readers=[reader], store=False):
+        asyncio.run(runs())
+        (point,) = points(reader.get_metrics_data(), "otel_agents.runs")
+    assert (dict(point.attributes)["tier"], dict(point.attributes)["beta"], point.value) == ("2", "true", 3)

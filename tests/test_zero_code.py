@@ -30,6 +30,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import otel_agents
 from otel_agents._internal.autogen import conventions as ag
+from otel_agents._internal.autogen import patches
 from tests.conftest import Capture
 from tests.support.spans import Tree, one_trace
 from tests.support.teams import graph_flow, publishing, replay, selector_room, swarm, text, writers_room
@@ -599,20 +600,24 @@ async def test_a_streams_own_cleanup_never_touches_the_consumers_task(capture: C
     assert (ended_run(capture).attributes or {})["otel_agents.stop_kind"] == "consumer_closed"
 
 
-def test_an_autogen_outside_the_supported_range_is_left_alone(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("instrument", [True, False])
+async def test_an_autogen_outside_the_supported_range_is_left_alone(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, instrument: bool
 ) -> None:
     from importlib.metadata import version
 
     otel_agents.AutoGenInstrumentor().uninstrument()
     before = patched_places()
     monkeypatch.setattr(ag, "INSTRUMENTED_PACKAGES", ("autogen-agentchat >= 0.8, < 0.9",))
+    monkeypatch.setattr(patches, "_support", None)  # the check is made once a process
     with caplog.at_level(logging.WARNING, logger="otel_agents"):
-        otel_agents.configure(span_exporter=InMemorySpanExporter(), store=False).shutdown()
+        with otel_agents.configure(span_exporter=InMemorySpanExporter(), store=False, instrument=instrument):
+            [_ async for _ in otel_agents.tap(writers_room(max_messages=2).run_stream(task="go"))]
+            await writers_room(max_messages=2).run(task="go")
     warnings = [r.getMessage() for r in caplog.records if r.name.startswith("otel_agents")]
     assert len(warnings) == 1 and version("autogen-agentchat") in warnings[0], warnings
     assert not otel_agents.AutoGenInstrumentor().is_instrumented_by_opentelemetry
-    assert patched_places() == before, "nothing patched: the app runs as without otel-agents"
+    assert patched_places() == before, "nothing patched, a tap included: the app runs as without otel-agents"
 
 
 def test_the_grpc_patch_waits_for_the_app_to_import_the_grpc_runtime(tmp_path: Path) -> None:

@@ -101,11 +101,11 @@ def _instrument_autogen() -> None:
     from otel_agents._internal.autogen.instrumentor import AutoGenInstrumentor
 
     instrumentor = AutoGenInstrumentor()
-    if instrumentor.is_instrumented_by_opentelemetry:
-        return
+    if instrumentor.is_instrumented_by_opentelemetry or patches.unsupported_autogen() is not None:
+        return  # on an AutoGen it does not support: its one warning is given, nothing is patched
     try:
         instrumentor.instrument(raise_exception_on_conflict=True)
-    except DependencyConflictError as exc:
+    except DependencyConflictError as exc:  # the range changed between the two checks: say so all the same
         logger.warning("otel-agents: AutoGen is not instrumented: %s", exc.conflict)
 
 

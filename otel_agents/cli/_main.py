@@ -100,7 +100,7 @@ def _runs(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from otel_agents._internal.export.store import StoreError
+    from otel_agents._internal.export.store import StoreError, run_subtree
 
     from ._render import console, trace_json, trace_tree
 
@@ -109,7 +109,7 @@ def _show(args: argparse.Namespace) -> int:
         run = store.find_run(args.run)
     except StoreError as error:
         raise UsageError(str(error)) from None
-    spans = store.spans(run.trace_id)
+    spans = run_subtree(run.run_id, store.spans(run.trace_id))
     others = (
         [r for r in store.conversation_runs(run.conversation_id) if r.run_id != run.run_id]
         if run.conversation_id
@@ -191,7 +191,7 @@ def _export(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     import otel_agents
-    from otel_agents._internal.export.store import Store
+    from otel_agents._internal.export.store import Store, run_subtree
 
     from ._demo import run_demo
     from ._render import console, trace_tree
@@ -203,7 +203,7 @@ def _demo(args: argparse.Namespace) -> int:
     store = Store(store_dir)
     run = store.find_run(run_ids[0])
     print()
-    console().print(trace_tree(run, store.spans(run.trace_id)))
+    console().print(trace_tree(run, run_subtree(run.run_id, store.spans(run.trace_id))))
     print(
         f"\nstored in {store_dir}; list runs with 'otel-agents runs', this one with "
         f"'otel-agents show {run_ids[0][:8]}', cost per user with 'otel-agents cost --by user'"

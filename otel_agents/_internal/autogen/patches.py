@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import logging
 import sys
@@ -46,9 +47,30 @@ def trace_every_run(on: bool) -> None:
     _every_run = on
 
 
+_support: tuple[tuple[str, ...], str | None] | None = None
+"""(the supported range, the conflict with the installed AutoGen or None), checked once per range."""
+
+
+def unsupported_autogen() -> str | None:
+    """Why the installed AutoGen is not one otel-agents supports (None: it is)."""
+    global _support
+    if _support is None or _support[0] != tuple(ag.INSTRUMENTED_PACKAGES):
+        from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
+
+        conflict = get_dependency_conflicts(list(ag.INSTRUMENTED_PACKAGES))
+        _support = (tuple(ag.INSTRUMENTED_PACKAGES), str(conflict) if conflict is not None else None)
+        if conflict is not None:
+            logger.warning("otel-agents: AutoGen is not instrumented: %s", conflict)
+    return _support[1]
+
+
 def install() -> None:
-    """Put every wrapper in place (once; classes defined since the last call are picked up)."""
+    """Put every wrapper in place (once; classes defined since the last call are picked up); on an
+    AutoGen otel-agents does not support, nothing (one warning): the app runs as without us."""
     import importlib
+
+    if unsupported_autogen() is not None:
+        return
 
     # imported here, not with the package: `import otel_agents` stays cheap (util-genai, AutoGen)
     from otel_agents._internal.autogen import model_clients, private, tools
@@ -102,7 +124,7 @@ def _starter(runner: object) -> tuple[Callable[[], WorkflowSpan | None], Kind] |
     iterated inside another traced run: `tap(my_filter(team.run_stream()))`). Otherwise only a run
     started inside a traced run is recorded, nested in it.
     """
-    made_in = otel_context.get_current()
+    made_in, given = otel_context.get_current(), attribution.given_here()
     name = workflow_name(runner)
     if _every_run:
         telemetry = current(None)
@@ -111,7 +133,9 @@ def _starter(runner: object) -> tuple[Callable[[], WorkflowSpan | None], Kind] |
         install()  # model client and tool classes defined since instrumenting
 
         def start() -> WorkflowSpan | None:
-            return _nested(name, otel_context.get_current()) or start_run(telemetry, name, made_in, runner=runner)
+            return _nested(name, otel_context.get_current()) or start_run(
+                telemetry, name, made_in, runner=runner, given=given
+            )
 
         return start, "run"
     if _cause(made_in) is None:
@@ -153,8 +177,13 @@ def _wrap_run_stream(original: Callable[..., AsyncIterator[Any]]) -> Callable[..
 def _wrap_save_state(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     @functools.wraps(original)
     async def save_state(self: Any, *args: Any, **kwargs: Any) -> Any:
-        state = await original(self, *args, **kwargs)
-        if not wrapping.active():
+        outermost = not _saving.get()
+        token = _saving.set(True)
+        try:
+            state = await original(self, *args, **kwargs)
+        finally:
+            _saving.reset(token)
+        if not wrapping.active() or not outermost:  # a team's participants: the team carries it
             return state
         try:
             return attribution.with_conversation(self, state)
@@ -163,6 +192,9 @@ def _wrap_save_state(original: Callable[..., Awaitable[Any]]) -> Callable[..., A
             return state
 
     return save_state
+
+
+_saving: contextvars.ContextVar[bool] = contextvars.ContextVar("otel_agents_saving_state", default=False)
 
 
 def _wrap_load_state(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:

@@ -138,6 +138,37 @@ class StoredSpan:
         return attributes
 
 
+def _owning_run(span_id: str, parent_of: dict[str, str | None], run_of_span: dict[str, str]) -> str | None:
+    """The run whose span `span_id` descends from (the nearest one), if any."""
+    seen = 0
+    current: str | None = span_id
+    while current is not None and seen < 10_000:
+        if current in run_of_span:
+            return run_of_span[current]
+        current = parent_of.get(current)
+        seen += 1
+    return None
+
+
+def run_subtree(run_id: str, spans: Sequence[StoredSpan]) -> list[StoredSpan]:
+    """The spans of one run: its run span and what descends from it (a trace may hold several runs
+    started under one app span)."""
+    roots = [s.span_id for s in spans if s.attributes.get(sc.RUN_ID) == run_id]
+    if not roots:
+        return list(spans)
+    children: dict[str | None, list[StoredSpan]] = {}
+    for span in spans:
+        children.setdefault(span.parent_span_id, []).append(span)
+    keep = {roots[0]}
+    pending = [roots[0]]
+    while pending:
+        for child in children.get(pending.pop(), []):
+            if child.span_id not in keep:
+                keep.add(child.span_id)
+                pending.append(child.span_id)
+    return [s for s in spans if s.span_id in keep]
+
+
 def _hex(value: int, width: int) -> str:
     return format(value, f"0{width}x")
 
@@ -391,16 +422,31 @@ class Store:
         return [StoredRun(*row) for row in self._read(query, (conversation_id,))]
 
     def calls(self, since_ns: int | None = None) -> list[StoredCall]:
-        """The model calls (`chat` spans) of the stored runs started at or after `since_ns`."""
+        """The model calls (`chat` spans) of the stored runs started at or after `since_ns`, each
+        counted in the run whose span it descends from (runs started under one app span share a
+        trace: a call belongs to one of them only)."""
         rows = self._read(
-            "SELECT runs.run_id, spans.data FROM spans JOIN runs ON runs.trace_id = spans.trace_id "
-            "WHERE (spans.name = 'chat' OR spans.name LIKE 'chat %') AND runs.started_ns >= ? "
-            "ORDER BY spans.start_ns",
+            "SELECT span_id, parent_span_id, name, data FROM spans WHERE trace_id IN "
+            "(SELECT trace_id FROM runs WHERE started_ns >= ?) ORDER BY start_ns",
             (since_ns if since_ns is not None else -(2**63),),
         )
-        calls: list[StoredCall] = []
-        for run_id, data in rows:
+        parent_of: dict[str, str | None] = {}
+        run_of_span: dict[str, str] = {}
+        chats: list[tuple[str, dict[str, Any]]] = []
+        for span_id, parent_id, name, data in rows:
+            parent_of[span_id] = parent_id
             attributes = json.loads(data).get("attributes", {})
+            if isinstance(attributes.get(sc.RUN_ID), str):
+                run_of_span[span_id] = attributes[sc.RUN_ID]
+            if name == "chat" or name.startswith("chat "):
+                chats.append((span_id, attributes))
+        since = since_ns if since_ns is not None else -(2**63)
+        recent = {row[0] for row in self._read("SELECT run_id FROM runs WHERE started_ns >= ?", (since,))}
+        calls: list[StoredCall] = []
+        for span_id, attributes in chats:
+            run_id = _owning_run(span_id, parent_of, run_of_span)
+            if run_id is None or run_id not in recent:
+                continue
             if attributes.get(sc.GEN_AI_OPERATION_NAME) != sc.OPERATION_CHAT:
                 continue
             cost = attributes.get(sc.COST_USD)

@@ -147,8 +147,17 @@ class Instruments:
         if cost_usd is not None:
             self.run_cost.record(cost_usd, {**labels, sc.GEN_AI_WORKFLOW_NAME: workflow}, context=context)
 
-    def _labels(self, run_attributes: Mapping[str, str | bool | int | float] | None) -> dict[str, Any]:
-        """The chosen keys the run has, as given; a key the run lacks is left out, not set empty."""
+    def _labels(self, run_attributes: Mapping[str, str | bool | int | float] | None) -> dict[str, str]:
+        """The chosen keys the run has, as text (`2` and `"2"`, `True` and `"true"` are one series,
+        as they are one label value in Prometheus); a key the run lacks is left out, not set empty."""
         if not self.label_keys or not run_attributes:
             return {}
-        return {key: run_attributes[key] for key in self.label_keys if key in run_attributes}
+        return {key: _label_text(run_attributes[key]) for key in self.label_keys if key in run_attributes}
+
+
+def _label_text(value: str | bool | int | float) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

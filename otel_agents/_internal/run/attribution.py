@@ -133,16 +133,21 @@ class run_attributes:  # a function to its users: `with otel_agents.run_attribut
             _identifier("conversation_id", conversation_id),
             _checked(attributes),
         )
-        self._tokens: list[contextvars.Token[Attribution | None]] = []
+        # one stack of tokens per task: the same object may serve several tasks at once
+        self._tokens: contextvars.ContextVar[tuple[contextvars.Token[Attribution | None], ...]] = (
+            contextvars.ContextVar(f"otel_agents_run_attributes_{id(self):x}", default=())
+        )
 
     def __enter__(self) -> run_attributes:
-        self._tokens.append(_given.set(self._given.within(_current())))
+        self._tokens.set((*self._tokens.get(), _given.set(self._given.within(_current()))))
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        _given.reset(self._tokens.pop())
+        *rest, token = self._tokens.get()
+        self._tokens.set(tuple(rest))
+        _given.reset(token)
 
     async def __aenter__(self) -> run_attributes:
         return self.__enter__()
@@ -153,9 +158,16 @@ class run_attributes:  # a function to its users: `with otel_agents.run_attribut
         self.__exit__(exc_type, exc, tb)
 
 
-def at_run_start(parent: Context | None) -> Attribution:
-    """What a run starting now is given: `run_attributes` blocks, else the baggage of `parent`."""
-    given = _current()
+def given_here() -> Attribution:
+    """What the `run_attributes` blocks around this point give (taken where a run is started, with
+    the run's parent: a stream made in one place and iterated in another is recorded as made)."""
+    return _current()
+
+
+def at_run_start(parent: Context | None, given: Attribution | None = None) -> Attribution:
+    """What a run is given: `given` (else the `run_attributes` blocks around this point), else the
+    baggage of `parent`."""
+    given = _current() if given is None else given
     if given.user_id is not None and given.session_id is not None and given.conversation_id is not None:
         return given
     user, session, conversation = (_from_baggage(key, parent) for key in _BAGGAGE_KEYS)
@@ -181,6 +193,7 @@ class Conversation:
     last_run_id: str | None = None
     resumed_from: SpanContext | None = None
     """The run before a `load_state`: the next run links to it (once)."""
+    resumed_run_id: str | None = None
 
 
 _conversations: weakref.WeakKeyDictionary[Any, Conversation] = weakref.WeakKeyDictionary()
@@ -226,11 +239,12 @@ def with_conversation(runner: object, state: Mapping[str, Any]) -> Mapping[str, 
     if conversation is None or not isinstance(state, Mapping):
         return state
     saved: dict[str, Any] = {"conversation_id": conversation.id}
-    if conversation.last_run is not None:
+    last = conversation.last_run or conversation.resumed_from  # saved again before any new run
+    if last is not None:
         saved["last_run"] = {
-            "trace_id": format(conversation.last_run.trace_id, "032x"),
-            "span_id": format(conversation.last_run.span_id, "016x"),
-            "run_id": conversation.last_run_id,
+            "trace_id": format(last.trace_id, "032x"),
+            "span_id": format(last.span_id, "016x"),
+            "run_id": conversation.last_run_id if conversation.last_run is not None else conversation.resumed_run_id,
         }
     return {**state, STATE_KEY: saved}
 
@@ -239,8 +253,15 @@ def resume(runner: object, state: object) -> None:
     """`load_state(state)`: the runner goes on with the conversation the state carries."""
     saved = state.get(STATE_KEY) if isinstance(state, Mapping) else None
     if not isinstance(saved, Mapping) or not isinstance(saved.get("conversation_id"), str):
+        forget(runner)  # a state we did not save: what it continues is not known, a new conversation
         return
-    conversation = Conversation(saved["conversation_id"], resumed_from=_span_context(saved.get("last_run")))
+    last_run = saved.get("last_run")
+    run_id = last_run.get("run_id") if isinstance(last_run, Mapping) else None
+    conversation = Conversation(
+        saved["conversation_id"],
+        resumed_from=_span_context(last_run),
+        resumed_run_id=run_id if isinstance(run_id, str) else None,
+    )
     with _lock:
         _put(runner, conversation)
 

@@ -31,15 +31,21 @@ def workflow_name(runner: object | None, stream: object | None = None) -> str:
 
 
 def start_run(
-    telemetry: Telemetry, name: str, parent: otel_context.Context | None = None, *, runner: object | None = None
+    telemetry: Telemetry,
+    name: str,
+    parent: otel_context.Context | None = None,
+    *,
+    runner: object | None = None,
+    given: attribution.Attribution | None = None,
 ) -> WorkflowSpan | None:
     """The run's span, under `parent` (default: the current context); None (the run goes
-    untraced) if it cannot be started. `runner` (the team or agent) keeps the conversation."""
+    untraced) if it cannot be started. `runner` (the team or agent) keeps the conversation;
+    `given`: what `run_attributes` gave where the run was made (default: around this point)."""
     if telemetry.disabled:
         return None
     try:
         parent = otel_context.get_current() if parent is None else parent
-        who = attribution.at_run_start(parent)
+        who = attribution.at_run_start(parent, given)
         conversation_id, resumed_from = attribution.conversation_of(runner, who.conversation_id)
         run = Run(
             provider=telemetry.sdk_tracer_provider,
@@ -52,7 +58,9 @@ def start_run(
         )
         links = [Link(resumed_from)] if resumed_from is not None else []
         workflow = WorkflowSpan(run, name, parent, attributes=who.span_attributes(), links=links)
-        attribution.run_started(runner, workflow.span.get_span_context(), workflow.run_id)
+        if runner is not None:  # the conversation's last run, once it really ran (AutoGen may refuse it)
+            span, run_id = workflow.span.get_span_context(), workflow.run_id
+            workflow.at_first_item = lambda: attribution.run_started(runner, span, run_id)
         return workflow
     except Exception:
         logger.warning("otel-agents could not start tracing run %r; it runs untraced", name, exc_info=True)
@@ -61,5 +69,5 @@ def start_run(
 
 def run_starter(telemetry: Telemetry, name: str, runner: object | None = None) -> Callable[[], WorkflowSpan | None]:
     """Starts the run when called (at its first item), under the context current now."""
-    parent = otel_context.get_current()
-    return lambda: start_run(telemetry, name, parent, runner=runner)
+    parent, given = otel_context.get_current(), attribution.given_here()
+    return lambda: start_run(telemetry, name, parent, runner=runner, given=given)

@@ -7,7 +7,7 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -124,6 +124,8 @@ class WorkflowSpan:
         self._ended = False
         self._finished = False
         self._ending = threading.Lock()
+        self.at_first_item: Callable[[], None] | None = None
+        """Called once, at the first item (the run really started)."""
         _open.add(self)
 
     def on_item(self, item: object, *, timed: bool = True) -> None:
@@ -132,6 +134,9 @@ class WorkflowSpan:
         `timed=False`: the item did not stream (an agent's `run` returns them all at once), so its
         message span gets no latency."""
         now = time.time_ns()
+        if self.at_first_item is not None:
+            at_first_item, self.at_first_item = self.at_first_item, None
+            at_first_item()
         if isinstance(item, self._task_result_type):
             self.stop_reason = item.stop_reason
             self.stop_kind = stop_kind_of(item.stop_reason)
