@@ -11,21 +11,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.cli import cli
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    import os
-
-    return subprocess.run(
-        [sys.executable, "-m", "otel_agents.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
 
 
 def assert_one_line_error(done: subprocess.CompletedProcess[str], code: int, text: str) -> None:

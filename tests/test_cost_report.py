@@ -20,7 +20,6 @@ import json
 import shutil
 import sqlite3
 import subprocess
-import sys
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +34,7 @@ from autogen_ext.models.replay import ReplayChatCompletionClient
 
 import otel_agents
 from otel_agents._internal.export.store import DATABASE, Store, StoredRun
+from tests.support.cli import cli
 from tests.support.teams import MODEL_INFO, text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,20 +97,6 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("attributed-store")
     asyncio.run(record(directory))
     return directory
-
-
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    import os
-
-    return subprocess.run(
-        [sys.executable, "-m", "otel_agents.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
 
 
 def cost_json(store: Path, by: str, *more: str, env: dict[str, str] | None = None) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from tests.support import grafana
 from tests.support.config import assert_configure_refuses
 from tests.support.metrics import points
 from tests.support.openai_server import OpenAIServer, Reply
-from tests.support.prometheus import Prometheus, start_prometheus
+from tests.support.prometheus import Prometheus, scraped_pipeline
 from tests.support.teams import openai_client
 
 VARIABLE = "OTEL_AGENTS_METRIC_ATTRIBUTES"
@@ -191,15 +191,8 @@ def labelled_prometheus(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[Prometheus, otel_agents.Telemetry, InMemorySpanExporter]]:
     monkeypatch.setenv(VARIABLE, "tenant")
-    exporter = InMemorySpanExporter()
-    telemetry = otel_agents.configure(span_exporter=exporter, prometheus=("127.0.0.1", 0))
-    assert telemetry.prometheus is not None
-    server = start_prometheus(tmp_path, [f"127.0.0.1:{telemetry.prometheus.port}"])
-    try:
-        yield server, telemetry, exporter
-    finally:
-        server.stop()
-        telemetry.shutdown()
+    with scraped_pipeline(tmp_path) as scraped:
+        yield scraped
 
 
 async def run_for_tenants(server: OpenAIServer) -> None:

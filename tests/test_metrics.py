@@ -34,7 +34,7 @@ from otel_agents._internal.genai.metrics import (
 from tests.support.config import assert_configure_refuses
 from tests.support.deploy import DEPLOY
 from tests.support.openai_server import OpenAIServer, Reply
-from tests.support.prometheus import Prometheus, start_prometheus
+from tests.support.prometheus import Prometheus, scraped_pipeline
 from tests.support.teams import openai_client
 
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "autogen-team-runs.json"
@@ -205,15 +205,8 @@ def test_no_run_id_or_other_unbounded_value_is_a_metric_attribute(
 def prometheus_and_team_process(
     tmp_path: Path, openai_server: OpenAIServer
 ) -> Iterator[tuple[Prometheus, otel_agents.Telemetry, InMemorySpanExporter]]:
-    exporter = InMemorySpanExporter()
-    telemetry = otel_agents.configure(span_exporter=exporter, prometheus=("127.0.0.1", 0))
-    assert telemetry.prometheus is not None
-    server = start_prometheus(tmp_path, [f"127.0.0.1:{telemetry.prometheus.port}"])
-    try:
-        yield server, telemetry, exporter
-    finally:
-        server.stop()
-        telemetry.shutdown()
+    with scraped_pipeline(tmp_path) as scraped:
+        yield scraped
 
 
 def dashboard_queries() -> list[tuple[str, str]]:

@@ -7,6 +7,8 @@ import shutil
 import subprocess
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,8 +49,6 @@ def start_prometheus(
     alertmanager: str | None = None,
     interval: str = "1s",
 ) -> Prometheus:
-    binary = shutil.which("prometheus")
-    assert binary, "prometheus (Debian's package) is not installed"
     config: dict[str, Any] = {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "scrape_configs": [{"job_name": "otel-agents", "static_configs": [{"targets": targets}]}],
@@ -57,7 +57,14 @@ def start_prometheus(
         config["rule_files"] = [str(rules)]
     if alertmanager is not None:
         config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
-    (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+    return launch_prometheus(workdir, config)
+
+
+def launch_prometheus(workdir: Path, config: Mapping[str, Any]) -> Prometheus:
+    """Debian's Prometheus on 127.0.0.1 with `config` (prometheus.yml as a mapping), ready."""
+    binary = shutil.which("prometheus")
+    assert binary, "prometheus (Debian's package) is not installed"
+    (workdir / "prometheus.yml").write_text(yaml.safe_dump(dict(config)))
     port = free_port()
     args = [
         f"--config.file={workdir / 'prometheus.yml'}",
@@ -81,3 +88,22 @@ def start_alertmanager(workdir: Path, config: dict[str, Any]) -> Server:
     ]
     process = launch(binary, args, workdir / "alertmanager.log", f"http://127.0.0.1:{port}/-/ready")
     return Server(f"http://127.0.0.1:{port}", process)
+
+
+@contextmanager
+def scraped_pipeline(workdir: Path) -> Iterator[tuple[Prometheus, Any, Any]]:
+    """`otel_agents.configure()` with an in-memory span exporter and its Prometheus endpoint on a free
+    port, scraped by a real Prometheus: (server, telemetry, exporter); both stopped at the end."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    import otel_agents
+
+    exporter = InMemorySpanExporter()
+    telemetry = otel_agents.configure(span_exporter=exporter, prometheus=("127.0.0.1", 0))
+    assert telemetry.prometheus is not None
+    server = start_prometheus(workdir, [f"127.0.0.1:{telemetry.prometheus.port}"])
+    try:
+        yield server, telemetry, exporter
+    finally:
+        server.stop()
+        telemetry.shutdown()

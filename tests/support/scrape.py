@@ -3,7 +3,6 @@ and Prometheus scraping it with a scrape job taken from deploy/."""
 
 from __future__ import annotations
 
-import shutil
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -11,10 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from tests.support.processes import free_port, launch
-from tests.support.prometheus import Prometheus
+from tests.support.prometheus import Prometheus, launch_prometheus
 
 
 @contextmanager
@@ -48,17 +44,7 @@ def exposition(text: str) -> Iterator[str]:
 def start_prometheus_with_job(workdir: Path, job: Mapping[str, Any], target: str) -> Prometheus:
     """Prometheus scraping `target` every second with `job` (a scrape config of deploy/: its name,
     relabelling and label handling kept, its service discovery replaced by the one target)."""
-    binary = shutil.which("prometheus")
-    assert binary, "prometheus (Debian's package) is not installed"
     scrape = {k: v for k, v in job.items() if not k.endswith("_sd_configs") and k != "static_configs"}
     scrape |= {"scrape_interval": "1s", "static_configs": [{"targets": [target]}]}
     config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"}, "scrape_configs": [scrape]}
-    (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = free_port()
-    args = [
-        f"--config.file={workdir / 'prometheus.yml'}",
-        f"--storage.tsdb.path={workdir / 'data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-    ]
-    process = launch(binary, args, workdir / "prometheus.log", f"http://127.0.0.1:{port}/-/ready")
-    return Prometheus(f"http://127.0.0.1:{port}", process)
+    return launch_prometheus(workdir, config)
