@@ -96,17 +96,12 @@ def configure(
 def _instrument_autogen() -> None:
     """`AutoGenInstrumentor().instrument()` unless it is already; on an AutoGen it does not
     support, one warning and nothing patched: the app runs as it would without otel-agents."""
-    from opentelemetry.instrumentation.dependencies import DependencyConflictError
-
     from otel_agents._internal.autogen.instrumentor import AutoGenInstrumentor
 
     instrumentor = AutoGenInstrumentor()
     if instrumentor.is_instrumented_by_opentelemetry or patches.unsupported_autogen() is not None:
         return  # on an AutoGen it does not support: its one warning is given, nothing is patched
-    try:
-        instrumentor.instrument(raise_exception_on_conflict=True)
-    except DependencyConflictError as exc:  # the range changed between the two checks: say so all the same
-        logger.warning("otel-agents: AutoGen is not instrumented: %s", exc.conflict)
+    instrumentor.instrument(skip_dep_check=True)  # checked just above, once a process
 
 
 def _build(

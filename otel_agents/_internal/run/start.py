@@ -20,12 +20,18 @@ UNKNOWN_WORKFLOW = "unknown"
 logger = logging.getLogger(__name__)
 
 
+def runner_of(stream: object) -> object | None:
+    """The team (or agent) an un-started `run_stream(...)` generator belongs to, or a `RunStream`'s."""
+    runner: object | None = getattr(stream, "runner", None)
+    if runner is not None:
+        return runner
+    frame = getattr(stream, "ag_frame", None)
+    return frame.f_locals.get(ag.STREAM_FRAME_SELF) if frame is not None else None
+
+
 def workflow_name(runner: object | None, stream: object | None = None) -> str:
-    """A team's (or agent's) `name`; else the one an un-started `run_stream(...)` generator knows."""
-    owner = runner
-    if owner is None and stream is not None:
-        frame = getattr(stream, "ag_frame", None)
-        owner = frame.f_locals.get(ag.STREAM_FRAME_SELF) if frame is not None else None
+    """A team's (or agent's) `name`; else the one of the team `stream` belongs to."""
+    owner = runner if runner is not None or stream is None else runner_of(stream)
     name = getattr(owner, "name", None)
     return name if isinstance(name, str) and name else UNKNOWN_WORKFLOW
 

@@ -10,24 +10,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen import patches
 from otel_agents._internal.run.follow import RunStream
-from otel_agents._internal.run.start import run_starter, workflow_name
+from otel_agents._internal.run.start import run_starter, runner_of, workflow_name
 from otel_agents._internal.telemetry import Telemetry, current
 
 if TYPE_CHECKING:
     from autogen_core import CancellationToken
 
 T = TypeVar("T")
-
-
-def _runner_of(stream: object) -> object | None:
-    """The team (or agent) an un-started `run_stream(...)` generator belongs to, or a `RunStream`'s."""
-    if isinstance(stream, RunStream):
-        return stream.runner
-    frame = getattr(stream, "ag_frame", None)
-    return frame.f_locals.get(ag.STREAM_FRAME_SELF) if frame is not None else None
 
 
 def _check_stream(stream: object) -> None:
@@ -50,14 +41,14 @@ def tap(
     """
     _check_stream(stream)
     resolved = current(telemetry)
-    patches.install()  # model client and tool classes defined since configure()
-    if isinstance(stream, RunStream):  # already traced by the instrumentation: no second run span
+    if isinstance(stream, RunStream):  # traced already (the instrumented run_stream installed what it needs)
         if stream.kind == "run":
             name = workflow_name(team) if team is not None else stream.name
-            stream.record_with(run_starter(resolved, name, team or _runner_of(stream)))
+            stream.record_with(run_starter(resolved, name, team or runner_of(stream)))
         return stream
+    patches.install()  # model client and tool classes defined since configure()
     name = workflow_name(team, stream)
-    return RunStream(stream, run_starter(resolved, name, team or _runner_of(stream)), name=name)
+    return RunStream(stream, run_starter(resolved, name, team or runner_of(stream)), name=name)
 
 
 def run_stream(
