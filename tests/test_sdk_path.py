@@ -4,6 +4,7 @@ the SDK's own `Span` when it starts and a `ReadableSpan` when it ends."""
 from __future__ import annotations
 
 import ast
+import asyncio
 import pathlib
 from typing import Any
 
@@ -53,7 +54,7 @@ async def test_a_users_span_processor_sees_the_sdks_own_spans(mode: str, request
 
 def private_reads(source: str) -> list[tuple[int, str]]:
     """`obj._name` where `obj` is not `self`/`cls`, `getattr(obj, "_name")`, and imports from
-    private modules of OpenTelemetry's SDK, as (line, text)."""
+    private modules of OpenTelemetry (API, SDK, util-genai), as (line, text)."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
@@ -65,9 +66,11 @@ def private_reads(source: str) -> list[tuple[int, str]]:
             text = name.value if isinstance(name, ast.Constant) else None
             if isinstance(text, str) and text.startswith("_") and not text.startswith("__"):
                 found.append((node.lineno, ast.unparse(node)))
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("opentelemetry.sdk"):
-            if any(part.startswith("_") for part in (node.module or "").split(".")):
-                found.append((node.lineno, f"from {node.module}"))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("opentelemetry."):
+            module = node.module or ""
+            # the logs API is published only as `opentelemetry._logs`
+            if module != "opentelemetry._logs" and any(part.startswith("_") for part in module.split(".")):
+                found.append((node.lineno, f"from {module}"))
     return found
 
 
@@ -91,5 +94,46 @@ def test_no_private_member_of_the_sdk_is_read() -> None:
 
 
 def test_the_private_read_check_finds_what_it_looks_for() -> None:
-    found = [text for _, text in private_reads("tracer._span_limits\ngetattr(span, '_attributes')\nself._mine")]
-    assert found == ["tracer._span_limits", "getattr(span, '_attributes')"]
+    source = (
+        "tracer._span_limits\ngetattr(span, '_attributes')\nself._mine\n"
+        "from opentelemetry.util._decorator import x\nfrom opentelemetry._logs import y"
+    )
+    found = sorted(text for _, text in private_reads(source))
+    assert found == ["from opentelemetry.util._decorator", "getattr(span, '_attributes')", "tracer._span_limits"]
+
+
+async def test_the_placing_tracer_decorates_sync_and_async_functions_as_the_apis_does(capture: Capture) -> None:
+    """AutoGen's tracers come from the placing provider; used as a decorator (as the API allows),
+    its `start_as_current_span` makes a span per call, ended when the call (awaited) returns."""
+    from opentelemetry import trace
+
+    from otel_agents._internal.telemetry import AUTOGEN_TRACERS
+
+    tracer = AUTOGEN_TRACERS.get_tracer("app")
+
+    @tracer.start_as_current_span("work")
+    async def work(fail: bool) -> str:
+        await asyncio.sleep(0.02)
+        if fail:
+            raise ValueError("no")
+        return trace.get_current_span().get_span_context().span_id.to_bytes(8, "big").hex()
+
+    @tracer.start_as_current_span("count")
+    def count() -> int:
+        return trace.get_current_span().get_span_context().span_id
+
+    inside = [await work(False), await work(False)]
+    with pytest.raises(ValueError):
+        await work(True)
+    counted = {count(), count()}
+    with tracer.start_as_current_span("block") as block:
+        assert trace.get_current_span() is block
+
+    spans = capture.spans()
+    works = [s for s in spans if s.name == "work"]
+    assert [s.context.span_id.to_bytes(8, "big").hex() for s in works[:2]] == inside, "a span a call, current in it"
+    assert all(s.end_time - s.start_time >= 15_000_000 for s in works), "ended when the awaited call returned"
+    assert not works[2].status.is_ok and works[2].events[0].name == "exception"
+    assert {s.context.span_id for s in spans if s.name == "count"} == counted and len(counted) == 2
+    assert [s.name for s in spans if s.name == "block"] == ["block"]
+    assert trace.get_current_span() is trace.INVALID_SPAN, "every block detached"

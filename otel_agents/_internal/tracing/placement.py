@@ -26,17 +26,18 @@ Any failure in here falls back to the delegate tracer unchanged: tracing never b
 from __future__ import annotations
 
 import enum
+import functools
+import inspect
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import Final
+from typing import Any, Final, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.util import types
-from opentelemetry.util._decorator import _agnosticcontextmanager
 
 from otel_agents._internal import keys as sc
 from otel_agents._internal.autogen import conventions as ag
@@ -45,6 +46,7 @@ from otel_agents._internal.run.state import Run
 from otel_agents._internal.tracing.registry import REGISTRY, Node, Trail
 
 logger = logging.getLogger(__name__)
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 _STABLE_NAMES_KEPT: Final = 1024
 _UNRECORDED_WHEN_NESTED: Final = tuple(
@@ -313,8 +315,7 @@ class RunAwareTracer(trace.Tracer):
         REGISTRY.add(own, Node(trail, own, own, is_runtime=False))
         return span
 
-    @_agnosticcontextmanager  # the API's own: usable as `with` and as a decorator of async functions
-    def start_as_current_span(
+    def start_as_current_span(  # type: ignore[override]
         self,
         name: str,
         context: Context | None = None,
@@ -325,24 +326,16 @@ class RunAwareTracer(trace.Tracer):
         record_exception: bool = True,
         set_status_on_exception: bool = True,
         end_on_exit: bool = True,
-    ) -> Iterator[Span]:
-        span = self.start_span(
-            name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
-        )
-        if not span.is_recording():  # a stand-in or a dropped span: only its context matters
-            token = otel_context.attach(trace.set_span_in_context(span))
-            try:
-                yield span
-            finally:
-                otel_context.detach(token)
-            return
-        with trace.use_span(
-            span,
-            end_on_exit=end_on_exit,
-            record_exception=record_exception,
-            set_status_on_exception=set_status_on_exception,
-        ) as current:
-            yield current
+    ) -> _InUse:
+        """As the API's: a `with` block, or a decorator of sync and async functions (a span a call);
+        the span starts when the block is entered."""
+
+        def start() -> Span:
+            return self.start_span(
+                name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
+            )
+
+        return _InUse(None, end_on_exit, record_exception, set_status_on_exception, start=start)
 
 
 class RuntimeTracer(RunAwareTracer):
@@ -431,29 +424,64 @@ class RuntimeTracer(RunAwareTracer):
 
 
 class _InUse:
-    """`trace.use_span` as a plain context manager: AutoGen's runtime spans only go in `with` blocks."""
+    """`trace.use_span` as a plain context manager (no generator: AutoGen enters some fifty of them a
+    run), for a span started already or, with `start`, one started when the block is entered. Like
+    the API's `start_as_current_span`, it also decorates a sync or async function: then every call
+    runs in a block of its own, with a span of its own."""
 
-    __slots__ = ("_end_on_exit", "_record_exception", "_set_status_on_exception", "_span", "_token")
+    __slots__ = ("_end_on_exit", "_record_exception", "_set_status_on_exception", "_span", "_start", "_token")
 
     def __init__(
         self,
-        span: Span,
+        span: Span | None,
         end_on_exit: bool = False,
         record_exception: bool = True,
         set_status_on_exception: bool = True,
+        *,
+        start: Callable[[], Span] | None = None,
     ) -> None:
         self._span = span
+        self._start = start
         self._end_on_exit = end_on_exit
         self._record_exception = record_exception
         self._set_status_on_exception = set_status_on_exception
         self._token: object = None
 
     def __enter__(self) -> Span:
-        self._token = otel_context.attach(trace.set_span_in_context(self._span))
-        return self._span
+        span = self._span
+        if span is None:
+            span = self._span = self._start()  # type: ignore[misc]
+        self._token = otel_context.attach(trace.set_span_in_context(span))
+        return span
+
+    def __call__(self, func: _F) -> _F:
+        again = functools.partial(
+            _InUse,
+            self._span,
+            self._end_on_exit,
+            self._record_exception,
+            self._set_status_on_exception,
+            start=self._start,
+        )
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def in_use_async(*args: Any, **kwargs: Any) -> Any:
+                with again():
+                    return await func(*args, **kwargs)
+
+            return in_use_async  # type: ignore[return-value]
+
+        @functools.wraps(func)
+        def in_use(*args: Any, **kwargs: Any) -> Any:
+            with again():
+                return func(*args, **kwargs)
+
+        return in_use  # type: ignore[return-value]
 
     def __exit__(self, exc_type: object, exc: BaseException | None, traceback: object) -> None:
         span = self._span
+        assert span is not None
         try:
             otel_context.detach(self._token)  # type: ignore[arg-type]
             # as use_span does: Exception only (GeneratorExit and the like are not errors)
