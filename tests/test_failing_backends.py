@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -15,7 +17,7 @@ from autogen_agentchat.conditions import MaxMessageTermination
 from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_core.model_context import BufferedChatCompletionContext
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -97,13 +99,31 @@ class StalledExporter(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
+class Ended(SpanProcessor):
+    """Every sampled span the provider ended, counted; weakly kept, to see how many are still alive."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.alive: weakref.WeakSet[ReadableSpan] = weakref.WeakSet()
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if span.context is not None and span.context.trace_flags.sampled:
+            self.count += 1
+            self.alive.add(span)
+
+    def live(self) -> int:
+        gc.collect()
+        return len(self.alive)
+
+
 async def test_a_ten_thousand_message_run_with_a_stalled_exporter_stays_within_the_queue(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "2048")
     stalled = StalledExporter()
     telemetry = otel_agents.configure(span_exporter=stalled)
-    (processor,) = telemetry._health.processors  # type: ignore[union-attr]
+    ended = Ended()
+    telemetry.sdk_tracer_provider.add_span_processor(ended)  # type: ignore[attr-defined]
     before = len(REGISTRY)
     talker = AssistantAgent(
         "talker",
@@ -111,23 +131,25 @@ async def test_a_ten_thousand_message_run_with_a_stalled_exporter_stays_within_t
         model_context=BufferedChatCompletionContext(buffer_size=4),  # keeps AutoGen's own cost linear
     )
     team = RoundRobinGroupChat([talker], termination_condition=MaxMessageTermination(10_000), name="long")
-    largest_queue = 0
+    most_alive = 0
     count = 0
     async for _item in otel_agents.tap(team.run_stream(task="go")):
         count += 1
-        if count % 500 == 0:
-            largest_queue = max(largest_queue, processor.queued_spans)
+        if count % 2_000 == 0:
+            most_alive = max(most_alive, ended.live())
     try:
         assert count == 10_001  # 10,000 messages and the result
-        assert largest_queue <= 2048
-        assert processor.queued_spans <= 2048
-        assert processor.ended_spans > 20_000
-        dropped = processor.ended_spans - processor.guarded.handed_spans - processor.queued_spans
-        assert dropped > 15_000 and telemetry.dropped_spans == dropped, "what the full queue dropped is counted"
-        assert len(REGISTRY) == before, "the run left nothing behind in the registry"
+        assert ended.count > 20_000
+        # the queue (2048), the batch the stalled exporter holds (512 at most), a run's open spans
+        assert max(most_alive, ended.live()) <= 2048 + 512 + 16, "memory stays bounded by the queue"
+        while_stalled = telemetry.dropped_spans
     finally:
         stalled.release.set()
         telemetry.shutdown()
+    lost = ended.count - stalled.exported
+    assert lost > 15_000 and telemetry.dropped_spans == lost, "what the full queue dropped is counted"
+    assert while_stalled == lost, "exact already while the full queue drops spans"
+    assert len(REGISTRY) == before, "the run left nothing behind in the registry"
 
 
 SECRET = "sk-secret-0d1e"

@@ -128,6 +128,8 @@ class Telemetry:
                 actions.append(stop)
         actions += [processor.shutdown for processor in self._processors if not self._owns[0]]
         shutdown_within(actions, self.settings.exporter_timeout_s + SHUTDOWN_GRACE_S + 1.0)
+        if self._health is not None:  # shutdown is over, done or not: the count below is final
+            self._health.close()
         if self.prometheus is not None:
             self.prometheus.close()
         if self.dropped_spans:

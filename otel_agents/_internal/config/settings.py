@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 from urllib.parse import urlparse
 
 from otel_agents._internal.config.errors import ConfigError
@@ -96,6 +96,11 @@ class Settings:
     """The OTLP traces exporter's timeout as the SDK reads it: shutdown waits this plus a grace."""
     metric_attributes: tuple[str, ...] = ()
     """Keys of `run_attributes(attributes=...)` that label the run metrics (OTEL_AGENTS_METRIC_ATTRIBUTES)."""
+    span_queue_size: int | None = None
+    """OTEL_BSP_MAX_QUEUE_SIZE: how many spans a batch processor holds; None: the SDK's default."""
+
+
+_SPAN_QUEUE_SIZE: Final = next(p for p in BATCHING if p.variables == ("OTEL_BSP_MAX_QUEUE_SIZE",))
 
 
 def _service_name(argument: object, environ: Mapping[str, str]) -> str:
@@ -269,6 +274,7 @@ def resolve_settings(
         prometheus=prometheus_at,
         exporter_timeout_s=OTLP_TRACES.timeout.value(None, env),
         metric_attributes=metric_attributes,
+        span_queue_size=_SPAN_QUEUE_SIZE.from_environ(env),
     )
 
 

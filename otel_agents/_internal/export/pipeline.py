@@ -6,7 +6,8 @@ Each exporter sits behind a `GuardedExporter` and a `BoundedBatchSpanProcessor`:
   messages and stack traces in events, status descriptions, the runtime's `message` attribute);
 - it counts the spans of every failed export and says so in one log line per outage;
 - the processor counts the spans it was given, so that spans its bounded queue dropped, or that
-  were still queued when shutdown gave up, are counted too;
+  were still queued when shutdown gave up, are counted too (from public API only: the SDK's queue
+  is not public, so while running that count is a lower bound, exact once the queue is full);
 - shutdown waits for the exporter's timeout plus a few seconds at most, never longer.
 """
 
@@ -15,11 +16,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import Status
 
@@ -44,6 +46,8 @@ _CONTENT_ATTRIBUTES: Final = frozenset(
 _EXCEPTION_TEXT: Final = ("exception.message", "exception.stacktrace")
 SHUTDOWN_GRACE_S: Final = 3.0
 """Added to the exporter timeout: how long shutdown may take at most (the contract says + 5 s)."""
+DEFAULT_MAX_QUEUE_SIZE: Final = 2048
+"""Spans a batch processor holds when `OTEL_BSP_MAX_QUEUE_SIZE` is unset (the SDK's default)."""
 
 
 @dataclass
@@ -61,6 +65,11 @@ class Health:
     def add_failed(self, count: int) -> None:
         with self._lock:
             self.failed_export_spans += count
+
+    def close(self) -> None:
+        """After shutdown: whatever a processor has not handed to its exporter counts as dropped."""
+        for processor in self.processors:
+            processor.close()
 
 
 def scrub(span: ReadableSpan, policy: ContentPolicy) -> ReadableSpan:
@@ -136,12 +145,37 @@ class GuardedExporter(SpanExporter):
         self._policy = policy
         self._health = health
         self._failing = False
+        self._lock = threading.Lock()
+        self._closed = False
+        self._exporting = 0
         self.handed_spans = 0
+        """Spans of every batch given to the exporter (none after `close()`)."""
+        self.on_export: Callable[[int], None] | None = None
+        """Called with `handed_spans` as each batch is handed over, before it is exported."""
         self.destination = f"{type(exporter).__name__} {endpoint}" if endpoint else type(exporter).__name__
         """What the outage warning names: the exporter, and the endpoint it was configured with."""
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        self.handed_spans += len(spans)
+        with self._lock:
+            if self._closed:  # its processor counts these spans as dropped (not handed)
+                return SpanExportResult.FAILURE
+            self.handed_spans += len(spans)
+            self._exporting += 1
+            handed = self.handed_spans
+        try:
+            if self.on_export is not None:
+                self.on_export(handed)
+            return self._export(spans)
+        finally:
+            with self._lock:
+                self._exporting -= 1
+
+    def handed_while_exporting(self) -> int | None:
+        """`handed_spans` while a batch is being exported, else None."""
+        with self._lock:
+            return self.handed_spans if self._exporting else None
+
+    def _export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         try:
             result = self.exporter.export([scrub(span, self._policy) for span in spans])
             reason = "the export failed"
@@ -162,6 +196,11 @@ class GuardedExporter(SpanExporter):
             )
         return SpanExportResult.FAILURE
 
+    def close(self) -> None:
+        """Refuse every later batch, leaving `handed_spans` as it is now."""
+        with self._lock:
+            self._closed = True
+
     def shutdown(self) -> None:
         try:
             self.exporter.shutdown()
@@ -176,40 +215,95 @@ class GuardedExporter(SpanExporter):
             return False
 
 
-class BoundedBatchSpanProcessor(BatchSpanProcessor):
-    """A batch processor that counts what it drops and whose shutdown is bounded in time."""
+class BoundedBatchSpanProcessor(SpanProcessor):
+    """The SDK's `BatchSpanProcessor`, counting the spans it drops, with a shutdown bounded in time.
 
-    def __init__(self, exporter: GuardedExporter, shutdown_within_s: float) -> None:
-        super().__init__(exporter)
+    Its queue holds `max_queue_size` spans and, when full, drops the oldest. The queue itself is not
+    public, so the spans dropped before export (`dropped_before_export`) are counted from what this
+    processor sees: the spans ended here (`ended_spans`) and those the exporter was handed.
+
+    - While running: `ended - handed - max_queue_size`, taken while the exporter holds a batch (the
+      SDK then takes no span off its queue, so at most `max_queue_size` of the spans not handed are
+      queued). Exact while the queue is full (a stalled backend); a lower bound otherwise.
+    - After a successful `force_flush()`: every span ended before it and not handed, exact when no
+      span ends during the flush.
+    - From shutdown on: every span not handed, exactly: spans still queued when shutdown gave up, and
+      spans ended after it. The exporter takes no batch after that, so none of them arrives later.
+
+    The count never decreases (it feeds a counter).
+    """
+
+    def __init__(
+        self, exporter: GuardedExporter, shutdown_within_s: float, max_queue_size: int = DEFAULT_MAX_QUEUE_SIZE
+    ) -> None:
         self.guarded = exporter
+        self.max_queue_size = max_queue_size
+        self._batch = BatchSpanProcessor(exporter, max_queue_size=max_queue_size)
         self._shutdown_within_s = shutdown_within_s
-        self.ended_spans = 0
-        self._shut_down = False
-
-    def on_end(self, span: ReadableSpan) -> None:
-        if span.context is not None and span.context.trace_flags.sampled:
-            self.ended_spans += 1
-        super().on_end(span)
+        self._lock = threading.Lock()
+        self._ended = 0
+        self._dropped = 0
+        self._closed = False
+        self._stopping: tuple[threading.Thread, float] | None = None
+        exporter.on_export = self._exporting
 
     @property
-    def queued_spans(self) -> int:
-        queue = getattr(getattr(self, "_batch_processor", None), "_queue", None)
-        return len(queue) if queue is not None else 0
+    def ended_spans(self) -> int:
+        """Sampled spans ended through this processor, shutdown or not."""
+        return self._ended
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        self._batch.on_start(span, parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self._batch.on_end(span)
+        if span.context is not None and span.context.trace_flags.sampled:
+            with self._lock:  # counted once queued: the running count stays a lower bound
+                self._ended += 1
 
     @property
     def dropped_before_export(self) -> int:
-        """Spans ended but never handed to the exporter: dropped by a full queue or at shutdown."""
-        queued = 0 if self._shut_down else self.queued_spans
-        return max(0, self.ended_spans - self.guarded.handed_spans - queued)
+        """Spans ended but never handed to the exporter: dropped by a full queue, or at shutdown."""
+        ended = self._ended  # before `handed`: a span ended later could be one the queue had room for
+        handed = self.guarded.handed_while_exporting()
+        if handed is not None:
+            self._at_least(ended - handed - self.max_queue_size)
+        with self._lock:
+            if self._closed:
+                self._dropped = max(self._dropped, self._ended - self.guarded.handed_spans)
+            return self._dropped
+
+    def _exporting(self, handed: int) -> None:
+        self._at_least(self._ended - handed - self.max_queue_size)
+
+    def _at_least(self, dropped: int) -> None:
+        with self._lock:
+            self._dropped = max(self._dropped, dropped)
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        ended = self._ended
+        flushed = self._batch.force_flush(timeout_millis)
+        if flushed:  # the queue held every span ended before the flush; now each was handed or dropped
+            self._at_least(ended - self.guarded.handed_spans)
+        return flushed
 
     def shutdown(self) -> None:
-        self._shut_down = True
-        batch: Any = getattr(self, "_batch_processor", None)
-        bound_ms = int(self._shutdown_within_s * 1000)
-        if batch is not None:
-            batch.shutdown(timeout_millis=bound_ms)
-        else:  # pragma: no cover - an SDK without the shared batch processor
-            super().shutdown()  # type: ignore[no-untyped-call]
+        """The SDK's shutdown (export what is queued, shut the exporter down), given
+        `shutdown_within_s` at most; what was not handed to the exporter by then is dropped."""
+        with self._lock:
+            if self._stopping is None:
+                thread = threading.Thread(target=_quietly, args=(self._batch.shutdown,), daemon=True)
+                thread.start()
+                self._stopping = (thread, time.monotonic() + self._shutdown_within_s)
+            thread, deadline = self._stopping
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        self.close()
+
+    def close(self) -> None:
+        """Hand the exporter nothing more: every span not handed yet counts as dropped from now on."""
+        self.guarded.close()
+        with self._lock:
+            self._closed = True
 
 
 class _QueueFullOnce(logging.Filter):
@@ -257,6 +351,10 @@ def make_processor(
     """`exporter` behind the content guard and a batch processor whose shutdown takes at most the
     exporter timeout plus `SHUTDOWN_GRACE_S`."""
     guarded = GuardedExporter(exporter, settings.content, health, endpoint)
-    processor = BoundedBatchSpanProcessor(guarded, settings.exporter_timeout_s + SHUTDOWN_GRACE_S)
+    processor = BoundedBatchSpanProcessor(
+        guarded,
+        settings.exporter_timeout_s + SHUTDOWN_GRACE_S,
+        settings.span_queue_size or DEFAULT_MAX_QUEUE_SIZE,
+    )
     health.processors.append(processor)
     return processor

@@ -93,7 +93,8 @@ class Instruments:
         self.spans_dropped = _span_count(
             meter,
             "otel_agents.spans.dropped",
-            "Spans the pipeline could not deliver (failed exports, full queues, shutdown cut-offs)",
+            "Spans the pipeline could not deliver (failed exports, full queues, shutdown cut-offs); "
+            "while running, what a queue dropped is a lower bound, exact once the queue is full",
             lambda: telemetry.dropped_spans,
         )
         self.spans_unplaced = _span_count(

@@ -1,0 +1,191 @@
+"""Spans the batch queue drops, or that are still queued when shutdown gives up, are counted: exactly
+while the queue is full, after a flush and from shutdown on; never more than were lost; never less
+than before."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+import otel_agents
+from otel_agents._internal.config.settings import Settings
+from otel_agents._internal.export.pipeline import (
+    BoundedBatchSpanProcessor,
+    GuardedExporter,
+    Health,
+    make_processor,
+)
+from otel_agents._internal.genai.content import ContentPolicy
+
+QUEUE = 8
+BATCH = 2
+
+
+class Hanging(SpanExporter):
+    """Its first export hangs until released; every export after that succeeds at once."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.shut_down = threading.Event()
+        self.exported = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.entered.set()
+        self.release.wait(timeout=30)
+        self.exported += len(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        self.shut_down.set()
+
+
+@pytest.fixture(autouse=True)
+def small_batches(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Batches of 2, exported as soon as 2 spans are queued (the schedule delay never passes)."""
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", str(BATCH))
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "60000")
+    yield
+
+
+def wait_until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def end_spans(provider: TracerProvider, count: int) -> None:
+    tracer = provider.get_tracer("test")
+    for i in range(count):
+        tracer.start_span(f"span {i}").end()
+
+
+def stall_then_end(provider: TracerProvider, exporter: Hanging, total: int) -> None:
+    """A first batch hangs in the exporter; the rest of `total` spans fill the queue, which drops."""
+    end_spans(provider, BATCH)
+    assert exporter.entered.wait(timeout=10)
+    end_spans(provider, total - BATCH)
+
+
+def pipeline(
+    exporter: Hanging, processor: Callable[[GuardedExporter], BoundedBatchSpanProcessor] | None = None
+) -> tuple[TracerProvider, BoundedBatchSpanProcessor, Health]:
+    health = Health()
+    if processor is None:
+        settings = Settings(service_name="test", runtime_spans="off", span_queue_size=QUEUE)
+        made = make_processor(exporter, settings, health)
+    else:
+        made = processor(GuardedExporter(exporter, ContentPolicy(), health))
+        health.processors.append(made)
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(made)
+    return provider, made, health
+
+
+def test_a_full_queue_is_counted_exactly_while_it_drops_and_the_count_never_falls() -> None:
+    exporter = Hanging()
+    provider, processor, health = pipeline(exporter)
+    try:
+        stall_then_end(provider, exporter, 30)
+        lost = 30 - BATCH - QUEUE  # the hanging batch and a full queue are kept; the rest is dropped
+        assert health.dropped_spans == lost
+
+        exporter.release.set()
+        wait_until(lambda: exporter.exported == BATCH + QUEUE)
+        assert health.dropped_spans == lost, "the queue has room again; what it dropped stays counted"
+        assert processor.force_flush()
+        assert health.dropped_spans == lost == 30 - exporter.exported
+    finally:
+        exporter.release.set()
+        provider.shutdown()
+    assert health.dropped_spans == lost, "nothing lost at a shutdown that delivered the queue"
+
+
+def test_a_queue_with_room_gives_a_lower_bound_that_a_flush_makes_exact() -> None:
+    exporter = Hanging()
+    provider, processor, health = pipeline(exporter)
+    try:
+        stall_then_end(provider, exporter, 30)
+        exporter.release.set()
+        wait_until(lambda: exporter.exported == BATCH + QUEUE)
+        lost = 30 - exporter.exported
+        assert 0 < health.dropped_spans <= lost, "while spans may still be queued, never more than were lost"
+        assert processor.force_flush()
+        assert health.dropped_spans == lost
+    finally:
+        exporter.release.set()
+        provider.shutdown()
+
+
+def test_shutdown_gives_up_in_time_and_counts_what_was_still_queued() -> None:
+    exporter = Hanging()
+    provider, processor, health = pipeline(exporter, lambda guarded: BoundedBatchSpanProcessor(guarded, 0.3, QUEUE))
+    try:
+        stall_then_end(provider, exporter, 30)
+        started = time.monotonic()
+        processor.shutdown()
+        took = time.monotonic() - started
+        assert took < 0.3 + 0.5, f"shutdown took {took:.2f} s"
+        assert health.dropped_spans == 30 - BATCH, "dropped by the full queue, and still queued"
+        end_spans(provider, 1)
+        assert health.dropped_spans == 30 - BATCH + 1, "a span ended after shutdown is not delivered"
+    finally:
+        exporter.release.set()
+    assert exporter.shut_down.wait(timeout=10), "the SDK's own shutdown went on, and finished"
+    assert exporter.exported == BATCH, "no span counted as dropped is delivered later"
+    assert health.dropped_spans == 30 - BATCH + 1
+
+
+def test_the_shutdown_warning_names_exactly_the_spans_never_delivered(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", str(QUEUE))
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "0.1")
+    exporter = Hanging()
+    telemetry = otel_agents.configure(span_exporter=exporter, store=False, set_global=False)
+    provider = telemetry.sdk_tracer_provider
+    assert isinstance(provider, TracerProvider)
+    try:
+        stall_then_end(provider, exporter, 30)
+        started = time.monotonic()
+        with caplog.at_level(logging.WARNING):
+            telemetry.shutdown()
+        took = time.monotonic() - started
+    finally:
+        exporter.release.set()
+    assert exporter.shut_down.wait(timeout=10)
+    never_delivered = 30 - exporter.exported
+    assert never_delivered == 30 - BATCH and took <= 0.1 + 5, f"shutdown took {took:.1f} s"
+    warnings = [r.getMessage() for r in caplog.records if "could not be delivered" in r.getMessage()]
+    assert warnings == [f"otel-agents: {never_delivered} spans could not be delivered and were dropped"]
+    assert telemetry.dropped_spans == never_delivered
+
+
+def test_the_warning_is_exact_when_the_pipelines_shutdown_gives_up_first(caplog: pytest.LogCaptureFixture) -> None:
+    """A processor whose own bound outlasts the pipeline's (several processors shut down one after
+    another): what it still holds when the pipeline gives up is counted in the warning."""
+    from opentelemetry.sdk.metrics import MeterProvider
+
+    from otel_agents._internal.telemetry import Telemetry
+
+    exporter = Hanging()
+    provider, _, health = pipeline(exporter, lambda guarded: BoundedBatchSpanProcessor(guarded, 60.0, QUEUE))
+    settings = Settings(service_name="test", runtime_spans="off", exporter_timeout_s=0.1)
+    telemetry = Telemetry(settings, provider, MeterProvider(), health=health)
+    try:
+        stall_then_end(provider, exporter, 30)
+        with caplog.at_level(logging.WARNING):
+            telemetry.shutdown()
+    finally:
+        exporter.release.set()
+    assert exporter.shut_down.wait(timeout=10)
+    assert exporter.exported == BATCH
+    warnings = [r.getMessage() for r in caplog.records if "could not be delivered" in r.getMessage()]
+    assert warnings == [f"otel-agents: {30 - BATCH} spans could not be delivered and were dropped"]
