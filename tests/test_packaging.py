@@ -1,11 +1,12 @@
 """The package as a user installs it: `python -m build` makes an sdist and a wheel that `twine
 check` passes; the wheel carries `py.typed`, the console script and the instrumentor's entry
-point; installed into a project that already holds AutoGen 0.7.1 and OpenTelemetry SDK 1.43.0 (with
-the project's versions as constraints, as the README says), it leaves both where they are, and the
-demo runs from it."""
+point; installed with a plain `pip install` into a project that already holds AutoGen 0.7.1 and
+OpenTelemetry SDK 1.43.0, it leaves both where they are (with the pip Python 3.11 brings and with the
+newest pip, extras too), and the demo runs from it."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -34,6 +35,13 @@ def installed(python: Path) -> dict[str, str]:
     return dict(line.lower().split("==", 1) for line in lines if "==" in line)
 
 
+def would_install(python: Path, requirement: str, report: Path) -> dict[str, str]:
+    """What a plain `pip install requirement` would install or change (name: version), not done."""
+    sh(python, "-m", "pip", "install", "-q", "--dry-run", "--report", report, requirement, timeout=600)
+    chosen = json.loads(report.read_text())["install"]
+    return {item["metadata"]["name"].lower(): item["metadata"]["version"] for item in chosen}
+
+
 def test_the_wheel_fits_a_project_on_older_versions_and_runs_the_demo(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     sh(sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", dist, ROOT, timeout=600)
@@ -54,11 +62,18 @@ def test_the_wheel_fits_a_project_on_older_versions_and_runs_the_demo(tmp_path: 
     sh(sys.executable, "-m", "venv", venv)
     python = venv / "bin" / "python"
     sh(python, "-m", "pip", "install", "-q", *(f"{name}=={v}" for name, v in EXISTING_PROJECT.items()), timeout=600)
-    # as the README says: keep what the project has pinned (pip takes the newest release of each
-    # package it adds, and OpenTelemetry's packages pin one another's versions)
-    keep = tmp_path / "keep.txt"
-    keep.write_text(sh(python, "-m", "pip", "freeze"))
-    sh(python, "-m", "pip", "install", "-q", wheel, "-c", keep, timeout=600)
+    every_extra = f"otel-agents[openai,grpc,prometheus,instrument] @ {wheel.as_uri()}"
+    for pip in ("bundled", "newest"):
+        if pip == "newest":
+            sh(python, "-m", "pip", "install", "-q", "--upgrade", "pip", timeout=300)
+        for requirement in (str(wheel), every_extra):
+            moved = {
+                name: version
+                for name, version in would_install(python, requirement, tmp_path / "report.json").items()
+                if name in EXISTING_PROJECT
+            }
+            assert not moved, f"pip ({pip}) would move the project's {moved} installing {requirement}"
+    sh(python, "-m", "pip", "install", "-q", wheel, timeout=600)  # plain, as a user does
     after = installed(python)
     assert {name: after[name] for name in EXISTING_PROJECT} == EXISTING_PROJECT, "the project's versions stay"
 
