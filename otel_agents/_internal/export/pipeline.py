@@ -14,8 +14,10 @@ Each exporter sits behind a `GuardedExporter` and a `BoundedBatchSpanProcessor`:
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -70,6 +72,15 @@ class Health:
         """After shutdown: whatever a processor has not handed to its exporter counts as dropped."""
         for processor in self.processors:
             processor.close()
+
+    def __post_init__(self) -> None:
+        reset = weakref.WeakMethod(self._reset_after_fork)
+        os.register_at_fork(after_in_child=lambda: _call_if_alive(reset))
+
+    def _reset_after_fork(self) -> None:
+        """A forked child counts what it loses, not what its parent lost."""
+        self._lock = threading.Lock()
+        self.failed_export_spans = 0
 
 
 def scrub(span: ReadableSpan, policy: ContentPolicy) -> ReadableSpan:
@@ -147,6 +158,7 @@ class GuardedExporter(SpanExporter):
         self._failing = False
         self._lock = threading.Lock()
         self._closed = False
+        self._shut_down = False
         self._exporting = 0
         self.handed_spans = 0
         """Spans of every batch given to the exporter (none after `close()`)."""
@@ -202,10 +214,22 @@ class GuardedExporter(SpanExporter):
             self._closed = True
 
     def shutdown(self) -> None:
+        """Shut the exporter down, once (the SDK's shutdown and ours may both ask; an OTLP exporter
+        stops retrying an export that is still under way)."""
+        with self._lock:
+            if self._shut_down:
+                return
+            self._shut_down = True
         try:
             self.exporter.shutdown()
         except Exception:
             logger.debug("otel-agents: an exporter failed to shut down", exc_info=True)
+
+    def reset_after_fork(self) -> None:
+        """In a forked child: nothing handed or under way yet (the parent exports its own queue)."""
+        self._lock = threading.Lock()
+        self._exporting = 0
+        self.handed_spans = 0
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         flush = getattr(self.exporter, "force_flush", None)
@@ -228,9 +252,13 @@ class BoundedBatchSpanProcessor(SpanProcessor):
     - After a successful `force_flush()`: every span ended before it and not handed, exact when no
       span ends during the flush.
     - From shutdown on: every span not handed, exactly: spans still queued when shutdown gave up, and
-      spans ended after it. The exporter takes no batch after that, so none of them arrives later.
+      spans ended after it. The exporter takes no batch after that, so none of them arrives later,
+      and it is shut down at the deadline (an OTLP exporter stops retrying). A batch still being
+      exported then counts as handed: if that export fails afterwards, its spans are counted as
+      failed after the shutdown warning was written.
 
-    The count never decreases (it feeds a counter).
+    The count never decreases (it feeds a counter). A forked child starts counting from zero, as
+    the SDK's processor starts it with an empty queue.
     """
 
     def __init__(
@@ -246,6 +274,14 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         self._closed = False
         self._stopping: tuple[threading.Thread, float] | None = None
         exporter.on_export = self._exporting
+        reset = weakref.WeakMethod(self._reset_after_fork)
+        os.register_at_fork(after_in_child=lambda: _call_if_alive(reset))
+
+    def _reset_after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._ended = self._dropped = 0
+        self._stopping = None
+        self.guarded.reset_after_fork()
 
     @property
     def ended_spans(self) -> int:
@@ -300,14 +336,23 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         self.close()
 
     def close(self) -> None:
-        """Hand the exporter nothing more: every span not handed yet counts as dropped from now on."""
+        """Hand the exporter nothing more: every span not handed yet counts as dropped from now on;
+        the exporter is shut down (if the SDK's shutdown has not done it yet)."""
         self.guarded.close()
         with self._lock:
             self._closed = True
+        self.guarded.shutdown()
+
+
+def _call_if_alive(method: weakref.WeakMethod[Callable[[], None]]) -> None:
+    alive = method()
+    if alive is not None:
+        alive()
 
 
 class _QueueFullOnce(logging.Filter):
-    """The SDK logs "Queue full" for every span it drops; one line per outage is enough."""
+    """The SDK logs "Queue full" for every span it drops; its first line is enough (each dropped
+    span is counted in `otel_agents.spans.dropped`)."""
 
     def __init__(self) -> None:
         super().__init__()

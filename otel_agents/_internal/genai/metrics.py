@@ -94,7 +94,7 @@ class Instruments:
             meter,
             "otel_agents.spans.dropped",
             "Spans the pipeline could not deliver (failed exports, full queues, shutdown cut-offs); "
-            "while running, what a queue dropped is a lower bound, exact once the queue is full",
+            "what a full queue dropped is never counted too high, and exactly once a flush or shutdown is done",
             lambda: telemetry.dropped_spans,
         )
         self.spans_unplaced = _span_count(

@@ -425,9 +425,9 @@ class RuntimeTracer(RunAwareTracer):
 
 class _InUse:
     """`trace.use_span` as a plain context manager (no generator: AutoGen enters some fifty of them a
-    run), for a span started already or, with `start`, one started when the block is entered. Like
-    the API's `start_as_current_span`, it also decorates a sync or async function: then every call
-    runs in a block of its own, with a span of its own."""
+    run), for a span started already or, with `start`, one started when the block is entered. With
+    `start`, like the API's `start_as_current_span`, it also decorates a sync or async function:
+    then every call runs in a block of its own, with a span of its own."""
 
     __slots__ = ("_end_on_exit", "_record_exception", "_set_status_on_exception", "_span", "_start", "_token")
 
@@ -455,9 +455,11 @@ class _InUse:
         return span
 
     def __call__(self, func: _F) -> _F:
+        if self._start is None:  # a span started already (AutoGen's runtime spans): one block only
+            raise TypeError("this span's block is entered once: it cannot decorate a function")
         again = functools.partial(
             _InUse,
-            self._span,
+            None,
             self._end_on_exit,
             self._record_exception,
             self._set_status_on_exception,
