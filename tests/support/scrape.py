@@ -3,13 +3,13 @@ and Prometheus scraping it with a scrape job taken from deploy/."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
+from tests.support.local_http import serving
 from tests.support.prometheus import Prometheus, launch_prometheus
 
 
@@ -29,16 +29,9 @@ def exposition(text: str) -> Iterator[str]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(Handler) as server:
         host, port = server.server_address[:2]
         yield f"{host!s}:{port}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def start_prometheus_with_job(workdir: Path, job: Mapping[str, Any], target: str) -> Prometheus:
