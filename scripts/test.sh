@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: creates .venv, installs what the tests need (Arize
 # Phoenix in its own .venv-phoenix, Debian's docker-compose, prometheus and alertmanager), runs
-# lint, the type check and pytest; then, in .venv-lowest, the AutoGen- and SDK-facing tests on the
-# lowest supported versions (only when no pytest arguments are given). The tests start and stop
+# lint, the type check and pytest; then, only when no pytest arguments are given, the AutoGen- and
+# SDK-facing tests on the lowest supported versions (.venv-lowest), and the AutoGen-facing tests on
+# every AutoGen release between the lowest and the newest (.venv-autogen). The tests start and stop
 # their servers themselves, on 127.0.0.1. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,12 @@ source scripts/_phoenix.sh
 [ -x .venv-lowest/bin/python ] || "$PYTHON" -m venv .venv-lowest
 .venv-lowest/bin/python -m pip install -q --disable-pip-version-check -c ci/lowest.txt -e ".[test-core]"
 
+# Every AutoGen release between those two ends (ci/autogen-releases.txt), one at a time, in a third
+# environment with the newest of everything else.
+autogen_releases=$(grep -v '^#' ci/autogen-releases.txt)
+[ -x .venv-autogen/bin/python ] || "$PYTHON" -m venv .venv-autogen
+.venv-autogen/bin/python -m pip install -q --disable-pip-version-check -e ".[test-core]"
+
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy otel_agents
@@ -42,4 +49,12 @@ if [ $# -eq 0 ]; then
     tests/test_trace_shape.py tests/test_model_calls.py tests/test_zero_code.py \
     tests/test_opentelemetry_instrument.py tests/test_examples.py tests/test_autogen_conventions.py \
     tests/test_attribution.py tests/test_cli.py tests/test_cost_report.py
+  for release in $autogen_releases; do
+    .venv-autogen/bin/python -m pip install -q --disable-pip-version-check \
+      "autogen-core==$release" "autogen-agentchat==$release" "autogen-ext[openai,grpc]==$release"
+    echo "== AutoGen $release"
+    .venv-autogen/bin/python -m pytest -q -p no:cacheprovider \
+      tests/test_autogen_conventions.py tests/test_trace_shape.py tests/test_zero_code.py \
+      tests/test_attribution.py tests/test_model_calls.py
+  done
 fi

@@ -2,7 +2,8 @@
 check` passes; the wheel carries `py.typed`, the console script and the instrumentor's entry
 point; installed with a plain `pip install` into a project that already holds AutoGen 0.7.1 and
 OpenTelemetry SDK 1.43.0, it leaves both where they are (with the pip Python 3.11 brings and with the
-newest pip, extras too), and the demo runs from it."""
+newest pip, extras too), and the demo runs from it. And the test command covers every AutoGen
+release in the supported range."""
 
 from __future__ import annotations
 
@@ -79,3 +80,34 @@ def test_the_wheel_fits_a_project_on_older_versions_and_runs_the_demo(tmp_path: 
 
     shown = sh(venv / "bin" / "otel-agents", "--store", tmp_path / "store", "demo", timeout=120)
     assert "invoke_workflow writers-room" in shown and "chat gpt-4o-mini" in shown
+
+
+def test_every_supported_autogen_release_up_to_the_installed_one_is_tested() -> None:
+    """The AutoGen of ci/lowest.txt, the releases of ci/autogen-releases.txt and the AutoGen this
+    suite runs on (the newest) are every 0.7 release from the lowest to it, each in the supported
+    range: a new AutoGen release that is installed here but not added to the list fails this test."""
+    from importlib.metadata import version
+
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    from otel_agents._internal.autogen import conventions as ag
+
+    (lowest,) = [
+        Version(line.split("==")[1])
+        for line in (ROOT / "ci" / "lowest.txt").read_text().splitlines()
+        if line.startswith("autogen-agentchat==")
+    ]
+    between = [
+        Version(line.strip())
+        for line in (ROOT / "ci" / "autogen-releases.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    newest = Version(version("autogen-agentchat"))
+    supported = SpecifierSet(ag.INSTRUMENTED_PACKAGES[0].removeprefix("autogen-agentchat"))
+    tested = sorted({lowest, *between, newest})
+    assert all(release in supported for release in tested), tested
+    assert {(r.major, r.minor) for r in tested} == {(lowest.major, lowest.minor)}, tested
+    assert [r.micro for r in tested] == list(range(lowest.micro, newest.micro + 1)), (
+        f"tested {[str(r) for r in tested]}: add the missing releases to ci/autogen-releases.txt"
+    )
