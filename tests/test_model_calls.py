@@ -365,3 +365,25 @@ async def test_a_model_stream_closed_early_ends_its_call_at_once(capture: Captur
 
     (call,) = [s for s in capture.spans() if s.name.startswith("chat")]
     assert call.end_time is not None, "ended when its stream was closed, not when collected"
+
+
+def test_an_unpriced_model_is_named_once_and_the_names_kept_for_that_are_bounded(
+    capture: Capture, caplog: pytest.LogCaptureFixture
+) -> None:
+    from otel_agents._internal.autogen import model_clients
+
+    with caplog.at_level(logging.WARNING, logger="otel_agents"):
+        for _ in range(3):
+            model_clients._unpriced(capture.telemetry, "house-model-7", 10)
+    assert [r.getMessage() for r in caplog.records].count(
+        "otel-agents: no price for model 'house-model-7'; its calls get no cost (add it with OTEL_AGENTS_PRICES)"
+    ) == 1
+    logger = logging.getLogger("otel_agents")
+    level = logger.level
+    logger.setLevel(logging.ERROR)  # the next 3,000 warnings are not the point
+    try:
+        for i in range(3 * model_clients._UNPRICED_NAMES_KEPT):
+            model_clients._unpriced(capture.telemetry, f"fine-tuned-{i}", 1)
+    finally:
+        logger.setLevel(level)
+    assert 0 < len(model_clients._warned_unpriced) <= model_clients._UNPRICED_NAMES_KEPT

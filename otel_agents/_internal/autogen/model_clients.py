@@ -21,7 +21,7 @@ import contextvars
 import functools
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -178,7 +178,10 @@ class ModelCall:
             self.cached_input_tokens = cached
 
 
+_UNPRICED_NAMES_KEPT: Final = 1024
 _warned_unpriced: set[str] = set()
+"""Models named in an unpriced warning, so each is named once; forgotten all at once when full (a
+service calling that many unpriced models may see a name twice)."""
 
 
 def _unpriced(telemetry: Telemetry, model: str | None, tokens: int) -> None:
@@ -186,6 +189,8 @@ def _unpriced(telemetry: Telemetry, model: str | None, tokens: int) -> None:
     name = model or "unknown"
     telemetry.instruments.tokens_unpriced.add(tokens, {sc.GEN_AI_REQUEST_MODEL: name})
     if name not in _warned_unpriced:
+        if len(_warned_unpriced) >= _UNPRICED_NAMES_KEPT:
+            _warned_unpriced.clear()
         _warned_unpriced.add(name)
         if model is None:
             logger.warning("otel-agents: a model client reports no model name; its calls get no cost")
