@@ -165,9 +165,11 @@ async def test_a_saved_state_with_our_key_loads_without_otel_agents() -> None:
     assert (await other.save_state())["agent_states"].keys() == state["agent_states"].keys()
 
 
-@pins("GRPC_SEND_MESSAGE")
+@pins("GRPC_RUNTIME_MODULE", "GRPC_SEND_MESSAGE", "GRPC_PUBLISH_SEND_TYPE", "GRPC_EVENT_ATTRIBUTES")
 def test_the_grpc_runtimes_send_message() -> None:
-    grpc = pytest.importorskip("autogen_ext.runtimes.grpc")
+    grpc = pytest.importorskip(ag.GRPC_RUNTIME_MODULE)
+    from autogen_ext.runtimes.grpc.protos import agent_worker_pb2, cloudevent_pb2
+
     method = grpc.GrpcWorkerAgentRuntime.__dict__[ag.GRPC_SEND_MESSAGE]
     assert list(inspect.signature(method).parameters) == [
         "self",
@@ -176,6 +178,81 @@ def test_the_grpc_runtimes_send_message() -> None:
         "recipient",
         "telemetry_metadata",
     ]
+    send_types = typing.get_args(typing.get_type_hints(method)["send_type"])
+    assert ag.GRPC_PUBLISH_SEND_TYPE in send_types, send_types
+    # a published event's CloudEvent attributes: where we write the trace context, where the
+    # receiving worker reads its telemetry metadata from
+    message = agent_worker_pb2.Message(cloudEvent=cloudevent_pb2.CloudEvent(id="1"))
+    event, attributes, value = ag.GRPC_EVENT_ATTRIBUTES
+    setattr(getattr(getattr(message, event), attributes)["traceparent"], value, "00-x")
+    assert message.cloudEvent.attributes["traceparent"].ce_string == "00-x"
+    assert "parent=stringify_attributes(event.attributes)" in inspect.getsource(grpc.GrpcWorkerAgentRuntime)
+
+
+@pins("TRACE_CONTEXT_KEYS")
+def test_the_trace_context_keys() -> None:
+    import dataclasses
+
+    from autogen_core._telemetry import EnvelopeMetadata
+
+    get_telemetry_links = getattr(importlib.import_module(ag.TELEMETRY_LINKS_MODULE), ag.TELEMETRY_LINKS_FUNCTION)
+
+    assert set(ag.TRACE_CONTEXT_KEYS) <= {f.name for f in dataclasses.fields(EnvelopeMetadata)}
+    traceparent = f"00-{'1' * 32}-{'2' * 16}-01"
+    for metadata in (EnvelopeMetadata(traceparent=traceparent), dict([(ag.TRACE_CONTEXT_KEYS[0], traceparent)])):
+        (link,) = get_telemetry_links(metadata) or ()
+        assert link.context.span_id == int("2" * 16, 16), metadata
+
+
+@pins("RUN_STREAM_METHOD", "AGENT_RUN_METHOD", "STATE_METHODS", "TEAM_RESET_METHOD", "AGENT_RESET_METHOD")
+def test_the_team_and_agent_methods_wrapped() -> None:
+    team = getattr(importlib.import_module(ag.TEAM_CLASS[0]), ag.TEAM_CLASS[1])
+    agent = getattr(importlib.import_module(ag.AGENT_CLASS[0]), ag.AGENT_CLASS[1])
+    for cls in (team, agent):
+        assert inspect.isasyncgenfunction(inspect.unwrap(getattr(cls, ag.RUN_STREAM_METHOD)))
+        for name in ag.STATE_METHODS:
+            assert inspect.iscoroutinefunction(inspect.unwrap(getattr(cls, name))), (cls, name)
+    assert inspect.iscoroutinefunction(inspect.unwrap(getattr(agent, ag.AGENT_RUN_METHOD)))
+    assert inspect.iscoroutinefunction(inspect.unwrap(getattr(team, ag.TEAM_RESET_METHOD)))
+    assert inspect.iscoroutinefunction(inspect.unwrap(getattr(agent, ag.AGENT_RESET_METHOD)))
+    # subclasses define their own: they are wrapped class by class
+    assert {*ag.STATE_METHODS, ag.AGENT_RESET_METHOD} <= set(vars(AssistantAgent))
+
+
+@pins("MODEL_CLIENT_METHODS", "CREATE_ARGUMENTS", "LLM_EVENT_CLASSES", "TOOL_RUN_METHOD")
+def test_the_model_call_and_tool_methods_wrapped() -> None:
+    import autogen_core.logging as events
+    from autogen_core.models import ChatCompletionClient
+    from autogen_core.tools import BaseTool
+
+    create, create_stream = (getattr(ChatCompletionClient, name) for name in ag.MODEL_CLIENT_METHODS)
+    for method in (create, create_stream):
+        parameters = list(inspect.signature(method).parameters)
+        assert parameters[1] == ag.CREATE_ARGUMENTS[0], "the messages: first, positional"
+        assert set(ag.CREATE_ARGUMENTS) <= set(parameters)
+    assert inspect.iscoroutinefunction(inspect.unwrap(create))
+    for name in ag.LLM_EVENT_CLASSES:
+        assert "__init__" in vars(getattr(events, name)), name
+    run = getattr(BaseTool, ag.TOOL_RUN_METHOD)
+    assert list(inspect.signature(run).parameters) == ["self", "args", "cancellation_token"]
+    assert inspect.iscoroutinefunction(inspect.unwrap(run))
+
+
+@pins("TASK_MESSAGE_SOURCE")
+async def test_a_run_streams_its_task_first_from_this_source() -> None:
+    result = await writers_room(max_messages=2).run(task="go")
+    assert result.messages[0].source == ag.TASK_MESSAGE_SOURCE
+    assert all(m.source != ag.TASK_MESSAGE_SOURCE for m in result.messages[1:])
+
+
+@pins("REPLAY_TOKEN_COUNT_WARNING")
+def test_the_replay_clients_token_count_warning() -> None:
+    from autogen_core import EVENT_LOGGER_NAME
+    from autogen_ext.models.replay import ReplayChatCompletionClient
+
+    assert f'logger.warning("{ag.REPLAY_TOKEN_COUNT_WARNING}")' in inspect.getsource(ReplayChatCompletionClient)
+    module = inspect.getmodule(ReplayChatCompletionClient)
+    assert module is not None and module.logger.name == EVENT_LOGGER_NAME
 
 
 @pins("STOP_REASONS", "StopKindOfReason")

@@ -36,6 +36,7 @@ OPERATION_INVOKE_WORKFLOW: Final = "invoke_workflow"
 OPERATION_INVOKE_AGENT: Final = "invoke_agent"
 OPERATION_CREATE_AGENT: Final = "create_agent"
 OPERATION_CHAT: Final = "chat"
+OPERATION_EXECUTE_TOOL: Final = "execute_tool"
 
 # otel-agents: the run
 RUN_ID: Final = "otel_agents.run.id"

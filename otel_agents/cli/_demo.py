@@ -13,7 +13,9 @@ import asyncio
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
+
+from otel_agents._internal.autogen import conventions as ag
 
 DEMO_MODEL = "gpt-4o-mini-2024-07-18"
 CALL_SECONDS = 0.25
@@ -104,7 +106,10 @@ def _content(item: Any) -> str:
 
 class _NotTheReplayTokenCount(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != "Token count has been done only on string content"
+        return record.getMessage() != ag.REPLAY_TOKEN_COUNT_WARNING
+
+
+_NOT_THE_REPLAY_TOKEN_COUNT: Final = _NotTheReplayTokenCount()
 
 
 TASKS = {
@@ -116,8 +121,9 @@ TASKS = {
 async def run_demo(out: TextIO = sys.stdout) -> list[str]:
     """Run the demo team for each demo user in turn; print the runs live; return their run ids."""
     # the replay client warns about its own token counting; not the demo's point
-    logging.getLogger("autogen_ext.models.replay").setLevel(logging.ERROR)
-    logging.getLogger("autogen_core.events").addFilter(_NotTheReplayTokenCount())
+    from autogen_core import EVENT_LOGGER_NAME
+
+    logging.getLogger(EVENT_LOGGER_NAME).addFilter(_NOT_THE_REPLAY_TOKEN_COUNT)  # once, however often called
     from otel_agents._internal.run.attribution import run_attributes
 
     run_ids: list[str] = []
@@ -138,7 +144,7 @@ async def _run_one(team: Any, task: str, out: TextIO) -> str:
     result: Any = None
     stream = tap(team.run_stream(task=task))  # the run is traced already when AutoGen is instrumented
     async for item in stream:
-        if type(item).__name__ == "TaskResult":
+        if type(item).__name__ == ag.TASK_RESULT_CLASS:
             result = item
             continue
         messages += 1

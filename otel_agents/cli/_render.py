@@ -36,7 +36,7 @@ _STYLES: Final = {
     sc.OPERATION_INVOKE_WORKFLOW: "bold blue",
     sc.OPERATION_INVOKE_AGENT: "green",
     sc.OPERATION_CHAT: "cyan",
-    "execute_tool": "magenta",
+    sc.OPERATION_EXECUTE_TOOL: "magenta",
 }
 
 

@@ -52,10 +52,35 @@ AGENT_CLASS: Final = ("autogen_agentchat.agents", "BaseChatAgent")
 """Public classes whose `run_stream` (teams: `run` goes through it) and `run` (agents: it does
 not) start a run; Selector, Swarm, RoundRobin, MagenticOne and GraphFlow teams inherit them."""
 
+RUN_STREAM_METHOD: Final = "run_stream"
+"""A team's and an agent's stream of a run (an async generator); a team's `run` goes through it."""
+AGENT_RUN_METHOD: Final = "run"
+"""An agent's `run`, which does not go through `run_stream`."""
+STATE_METHODS: Final = ("save_state", "load_state")
+"""A team's and an agent's state, as a service saves it after a turn and loads it for the next."""
+TEAM_RESET_METHOD: Final = "reset"
+AGENT_RESET_METHOD: Final = "on_reset"
+"""What ends a team's (an agent's) conversation."""
+TASK_MESSAGE_SOURCE: Final = "user"
+"""The `source` of the task message a run streams first (the loop rules do not count it as a
+repetition)."""
+
 SAVED_STATE_MODELS: Final = ("TeamState", "AssistantAgentState")
 """The pydantic models (`autogen_agentchat.state`) a team's and an assistant's `load_state` validate a
 saved state with: they ignore keys they do not know, so the conversation we add to a saved state
 (`run.attribution.STATE_KEY`) loads in any AutoGen, with or without otel-agents."""
+
+# --- autogen_core: model calls and tools --------------------------------------------------------
+
+MODEL_CLIENT_METHODS: Final = ("create", "create_stream")
+"""`ChatCompletionClient`'s model calls, wrapped on every subclass that defines them."""
+CREATE_ARGUMENTS: Final = ("messages", "extra_create_args")
+"""`create(messages, *, ..., extra_create_args=...)`: the messages sent, and per-call arguments
+that may name the model."""
+LLM_EVENT_CLASSES: Final = ("LLMCallEvent", "LLMStreamEndEvent")
+"""`autogen_core.logging` events a model client builds during a call (their `__init__` is wrapped)."""
+TOOL_RUN_METHOD: Final = "run"
+"""`BaseTool.run(args, cancellation_token)`: one tool call, wrapped on every subclass defining it."""
 
 # --- autogen_agentchat: GenAI spans --------------------------------------------------------------
 
@@ -115,7 +140,20 @@ CLIENT_RAW_CONFIG: Final = "_raw_config"
 """The OpenAI clients' configuration (private): where the requested model is."""
 LLM_EVENT_KWARGS: Final = "kwargs"
 """`LLMCallEvent`/`LLMStreamEndEvent` keep their fields in `.kwargs` (response, usage, agent id)."""
+GRPC_RUNTIME_MODULE: Final = "autogen_ext.runtimes.grpc"
+"""Where `GrpcWorkerAgentRuntime` lives (imported only when the app does: `grpc` is heavy)."""
 GRPC_SEND_MESSAGE: Final = "_send_message"
 """`GrpcWorkerAgentRuntime._send_message(runtime_message, send_type, recipient, telemetry_metadata)`."""
+GRPC_PUBLISH_SEND_TYPE: Final = "publish"
+"""`_send_message`'s `send_type` for a published event."""
+GRPC_EVENT_ATTRIBUTES: Final = ("cloudEvent", "attributes", "ce_string")
+"""A published event's CloudEvent attributes (`runtime_message.cloudEvent.attributes[key].ce_string`),
+which the receiving worker reads as the event's telemetry metadata."""
+TRACE_CONTEXT_KEYS: Final = ("traceparent", "tracestate")
+"""The trace context's keys: `EnvelopeMetadata`'s fields, and the keys of gRPC metadata and of the
+CloudEvent attributes that `get_telemetry_links` reads."""
+REPLAY_TOKEN_COUNT_WARNING: Final = "Token count has been done only on string content"
+"""What `ReplayChatCompletionClient` logs on `autogen_core.EVENT_LOGGER_NAME` when it counts tokens
+of a message that is not a string (the demo leaves it out of its output)."""
 STREAM_FRAME_SELF: Final = "self"
 """An un-started `run_stream(...)` async generator knows its team as `ag_frame.f_locals["self"]`."""

@@ -41,6 +41,8 @@ from otel_agents._internal.tracing.registry import REGISTRY, Node
 logger = logging.getLogger(__name__)
 
 
+_MESSAGES, _EXTRA_CREATE_ARGS = ag.CREATE_ARGUMENTS
+
 _current_call: contextvars.ContextVar[ModelCall | None] = contextvars.ContextVar("otel_agents_call", default=None)
 
 
@@ -82,9 +84,9 @@ class ModelCall:
     ) -> None:
         self._telemetry = telemetry
         self._content: ContentPolicy = telemetry.settings.content
-        messages = kwargs.get("messages", args[0] if args else None)
+        messages = kwargs.get(_MESSAGES, args[0] if args else None)
         self._input = content_input_messages(messages) if self._content.enabled and messages else None
-        self.model = request_model(client, kwargs.get("extra_create_args"))
+        self.model = request_model(client, kwargs.get(_EXTRA_CREATE_ARGS))
         self.response_model: str | None = None
         self.cached_input_tokens: int | None = None
         self._ended = False
@@ -317,9 +319,10 @@ def _wrap_event_init(original: Callable[..., None]) -> Callable[..., None]:
 def install() -> None:
     """Wrap every ChatCompletionClient subclass defined so far, and the LLM events' `__init__`
     (idempotent, cheap to repeat)."""
-    from autogen_core.logging import LLMCallEvent, LLMStreamEndEvent
+    import autogen_core.logging
     from autogen_core.models import ChatCompletionClient
 
-    wrap_subclasses(ChatCompletionClient, {"create": _wrap_create, "create_stream": _wrap_create_stream})
-    for event in (LLMCallEvent, LLMStreamEndEvent):
-        wrap_subclasses(event, {"__init__": _wrap_event_init})
+    create, create_stream = ag.MODEL_CLIENT_METHODS
+    wrap_subclasses(ChatCompletionClient, {create: _wrap_create, create_stream: _wrap_create_stream})
+    for event in ag.LLM_EVENT_CLASSES:
+        wrap_subclasses(getattr(autogen_core.logging, event), {"__init__": _wrap_event_init})

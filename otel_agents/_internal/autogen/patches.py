@@ -81,17 +81,15 @@ def install() -> None:
     private.install_tracer_hooks(AUTOGEN_TRACERS)
     team = getattr(importlib.import_module(ag.TEAM_CLASS[0]), ag.TEAM_CLASS[1])
     agent = getattr(importlib.import_module(ag.AGENT_CLASS[0]), ag.AGENT_CLASS[1])
-    wrapping.replace(team, "run_stream", _wrap_run_stream)
-    wrapping.replace(agent, "run_stream", _wrap_run_stream)
-    wrapping.replace(agent, "run", _wrap_agent_run)
+    wrapping.replace(team, ag.RUN_STREAM_METHOD, _wrap_run_stream)
+    wrapping.replace(agent, ag.RUN_STREAM_METHOD, _wrap_run_stream)
+    wrapping.replace(agent, ag.AGENT_RUN_METHOD, _wrap_agent_run)
     # a team's (or agent's) conversation: carried by save_state/load_state, ended by reset
-    for cls, reset in ((team, "reset"), (agent, "on_reset")):
-        wrapping.wrap_subclasses(
-            cls, {"save_state": _wrap_save_state, "load_state": _wrap_load_state, reset: _wrap_reset}
-        )
+    save_state, load_state = ag.STATE_METHODS
+    for cls, reset in ((team, ag.TEAM_RESET_METHOD), (agent, ag.AGENT_RESET_METHOD)):
+        wrapping.wrap_subclasses(cls, {save_state: _wrap_save_state, load_state: _wrap_load_state, reset: _wrap_reset})
 
 
-_GRPC_RUNTIME_MODULE = "autogen_ext.runtimes.grpc"
 _grpc_hook = False
 
 
@@ -104,9 +102,9 @@ def install_grpc_when_imported() -> None:
         import wrapt
 
         _grpc_hook = True
-        wrapt.register_post_import_hook(_on_grpc_runtime_import, _GRPC_RUNTIME_MODULE)  # now, if imported
-    elif _GRPC_RUNTIME_MODULE in sys.modules:  # instrumented again: the hook has fired already
-        _on_grpc_runtime_import(sys.modules[_GRPC_RUNTIME_MODULE])
+        wrapt.register_post_import_hook(_on_grpc_runtime_import, ag.GRPC_RUNTIME_MODULE)  # now, if imported
+    elif ag.GRPC_RUNTIME_MODULE in sys.modules:  # instrumented again: the hook has fired already
+        _on_grpc_runtime_import(sys.modules[ag.GRPC_RUNTIME_MODULE])
 
 
 def _on_grpc_runtime_import(module: object) -> None:

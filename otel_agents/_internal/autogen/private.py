@@ -42,16 +42,15 @@ from opentelemetry.util import types as otel_types
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen import wrapping
 
-_CONTEXT_KEYS: Final = ("traceparent", "tracestate")
+_TRACEPARENT, _TRACESTATE = ag.TRACE_CONTEXT_KEYS
 _LINKS_KEPT: Final = 512
 """Distinct (traceparent, tracestate) values remembered; the memory is forgotten whole when full."""
 
 
 def install_grpc() -> None:
-    from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime
-
-    if ag.GRPC_SEND_MESSAGE in GrpcWorkerAgentRuntime.__dict__:
-        wrapping.replace(GrpcWorkerAgentRuntime, ag.GRPC_SEND_MESSAGE, _wrap_send_message)
+    runtime = importlib.import_module(ag.GRPC_RUNTIME_MODULE).GrpcWorkerAgentRuntime
+    if ag.GRPC_SEND_MESSAGE in runtime.__dict__:
+        wrapping.replace(runtime, ag.GRPC_SEND_MESSAGE, _wrap_send_message)
 
 
 def _wrap_send_message(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
@@ -59,12 +58,13 @@ def _wrap_send_message(original: Callable[..., Awaitable[None]]) -> Callable[...
     async def _send_message(
         self: Any, runtime_message: Any, send_type: str, recipient: Any, telemetry_metadata: Mapping[str, str]
     ) -> None:
-        if send_type == "publish" and wrapping.active():
+        if send_type == ag.GRPC_PUBLISH_SEND_TYPE and wrapping.active():
             try:
-                attributes = runtime_message.cloudEvent.attributes
-                for key in _CONTEXT_KEYS:
+                event, attributes_field, value_field = ag.GRPC_EVENT_ATTRIBUTES
+                attributes = getattr(getattr(runtime_message, event), attributes_field)
+                for key in ag.TRACE_CONTEXT_KEYS:
                     if telemetry_metadata.get(key):
-                        attributes[key].ce_string = telemetry_metadata[key]
+                        setattr(attributes[key], value_field, telemetry_metadata[key])
             except (AttributeError, TypeError):  # another message layout: leave it as it is
                 pass
         await original(self, runtime_message, send_type, recipient, telemetry_metadata)
@@ -86,10 +86,10 @@ def _remember_links(original: Callable[[Any], Sequence[Link] | None]) -> Callabl
 
     @functools.wraps(original)
     def get_telemetry_links(metadata: Any) -> Sequence[Link] | None:
-        traceparent = getattr(metadata, "traceparent", None)
+        traceparent = getattr(metadata, _TRACEPARENT, None)
         if not isinstance(traceparent, str) or not wrapping.active():  # gRPC metadata, no context, or off
             return original(metadata)
-        key = (traceparent, getattr(metadata, "tracestate", None), propagate.get_global_textmap())
+        key = (traceparent, getattr(metadata, _TRACESTATE, None), propagate.get_global_textmap())
         links = parsed.get(key)
         if links is not None:
             return links  # a tuple: the span each goes to copies it, nobody changes it

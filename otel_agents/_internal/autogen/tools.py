@@ -67,4 +67,4 @@ def install() -> None:
     """Wrap `run` on every BaseTool subclass defined so far (idempotent)."""
     from autogen_core.tools import BaseTool
 
-    wrap_subclasses(BaseTool, {"run": _wrap_run})
+    wrap_subclasses(BaseTool, {ag.TOOL_RUN_METHOD: _wrap_run})

@@ -27,25 +27,25 @@ from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import Status
 
+from otel_agents._internal import keys as sc
+from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.config.settings import Settings
 from otel_agents._internal.genai.content import ContentPolicy
 
 logger = logging.getLogger(__name__)
 
-_CONTENT_ATTRIBUTES: Final = frozenset(
+_EXCEPTION_TEXT: Final = ("exception.message", "exception.stacktrace")
+_CONTENT_ATTRIBUTES: Final = ag.RUNTIME_CONTENT_ATTRIBUTES | frozenset(
     {
-        "message",
-        "otel_agents.message.content",
-        "gen_ai.input.messages",
-        "gen_ai.output.messages",
-        "gen_ai.system_instructions",
-        "gen_ai.tool.call.arguments",
-        "gen_ai.tool.call.result",
-        "exception.message",
-        "exception.stacktrace",
+        sc.MESSAGE_CONTENT,
+        sc.GEN_AI_INPUT_MESSAGES,
+        sc.GEN_AI_OUTPUT_MESSAGES,
+        "gen_ai.system_instructions",  # written by other GenAI instrumentations, not by us
+        sc.GEN_AI_TOOL_CALL_ARGUMENTS,
+        sc.GEN_AI_TOOL_CALL_RESULT,
+        *_EXCEPTION_TEXT,
     }
 )
-_EXCEPTION_TEXT: Final = ("exception.message", "exception.stacktrace")
 SHUTDOWN_GRACE_S: Final = 3.0
 """Added to the exporter timeout: how long shutdown may take at most (the contract says + 5 s)."""
 DEFAULT_MAX_QUEUE_SIZE: Final = 2048

@@ -118,7 +118,7 @@ class LoopRules:
         else:
             text = _text_of(message)
             source = str(getattr(message, "source", "unknown"))
-            if text is not None and source != "user":
+            if text is not None and source != ag.TASK_MESSAGE_SOURCE:
                 hits.extend(self._repeat(source, _digest(text)))
         hits.extend(self._budgets(run_tokens if run_tokens is not None else self.tokens, run_cost))
         new = [hit for hit in _first_per_rule(hits) if hit.rule not in self.broken]

@@ -76,11 +76,12 @@ def stable_runtime_span_name(name: str) -> str:
 
 
 def _stable_name(name: str) -> str:
-    parts = name.split(" ", 2)
-    if len(parts) < 3:
+    match = ag.RUNTIME_SPAN_NAME.match(name)
+    if match is None or match.group(2) is None:
         return name
-    destination = ag.RUNTIME_SPAN_DESTINATION_KEY.sub("", ag.RUNTIME_SPAN_UUID.sub("", parts[2]))
-    return f"{parts[0]} {parts[1]} {destination}" if destination else f"{parts[0]} {parts[1]}"
+    operation = name[: match.end(1)]  # `autogen process`
+    destination = ag.RUNTIME_SPAN_DESTINATION_KEY.sub("", ag.RUNTIME_SPAN_UUID.sub("", match.group(2)))
+    return f"{operation} {destination}" if destination else operation
 
 
 def _remote_sender(parent: SpanContext, links: Sequence[Link] | None) -> SpanContext | None:
