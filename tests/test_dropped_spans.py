@@ -247,3 +247,33 @@ def test_the_sdks_queue_full_lines_are_let_through_once(
         provider.shutdown()
     full = [r for r in caplog.records if r.name == sdk_logger.name and "Queue full" in r.getMessage()]
     assert health.dropped_spans == 30 - BATCH - QUEUE > 1 and len(full) == 1
+
+
+def test_configuring_again_and_again_adds_no_fork_hook_and_keeps_no_old_pipeline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a forked child resets is found through one hook registered at import, holding the
+    pipelines weakly: a process that calls `configure()` many times gathers neither hooks nor
+    pipelines. (The SDK's own batch processor registers a hook of its own per instance.)"""
+    import gc
+    import os
+
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from otel_agents._internal.export import pipeline
+
+    ours: list[object] = []
+    register = os.register_at_fork
+
+    def recording(**hooks: Callable[[], object]) -> None:
+        ours.extend(h for h in hooks.values() if (getattr(h, "__module__", None) or "").startswith("otel_agents"))
+        register(**hooks)
+
+    monkeypatch.setattr(os, "register_at_fork", recording)
+    gc.collect()
+    alive = len(getattr(pipeline, "_reset_in_forked_child", ()))  # a global provider keeps its own
+    for _ in range(5):
+        otel_agents.configure(span_exporter=InMemorySpanExporter(), store=False).shutdown()
+    gc.collect()
+    assert ours == []
+    assert len(pipeline._reset_in_forked_child) <= alive + 2  # and the current pipeline's health and processor

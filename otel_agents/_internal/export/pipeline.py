@@ -20,7 +20,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
@@ -52,7 +52,7 @@ DEFAULT_MAX_QUEUE_SIZE: Final = 2048
 """Spans a batch processor holds when `OTEL_BSP_MAX_QUEUE_SIZE` is unset (the SDK's default)."""
 
 
-@dataclass
+@dataclass(eq=False)  # compared and hashed as itself (kept in a WeakSet)
 class Health:
     """What the pipeline lost: spans of failed exports, and spans its queues dropped."""
 
@@ -74,8 +74,7 @@ class Health:
             processor.close()
 
     def __post_init__(self) -> None:
-        reset = weakref.WeakMethod(self._reset_after_fork)
-        os.register_at_fork(after_in_child=lambda: _call_if_alive(reset))
+        _reset_in_forked_child.add(self)
 
     def _reset_after_fork(self) -> None:
         """A forked child counts what it loses, not what its parent lost."""
@@ -274,8 +273,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         self._closed = False
         self._stopping: tuple[threading.Thread, float] | None = None
         exporter.on_export = self._exporting
-        reset = weakref.WeakMethod(self._reset_after_fork)
-        os.register_at_fork(after_in_child=lambda: _call_if_alive(reset))
+        _reset_in_forked_child.add(self)
 
     def _reset_after_fork(self) -> None:
         self._lock = threading.Lock()
@@ -344,10 +342,21 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         self.guarded.shutdown()
 
 
-def _call_if_alive(method: weakref.WeakMethod[Callable[[], None]]) -> None:
-    alive = method()
-    if alive is not None:
-        alive()
+class _ResetInForkedChild(Protocol):
+    def _reset_after_fork(self) -> None: ...
+
+
+_reset_in_forked_child: weakref.WeakSet[_ResetInForkedChild] = weakref.WeakSet()
+"""What a forked child resets (health and processors alive at the fork): one fork hook for the
+process, however often `configure()` runs, and nothing kept alive by it."""
+
+
+def _reset_after_fork() -> None:
+    for alive in list(_reset_in_forked_child):
+        alive._reset_after_fork()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 class _QueueFullOnce(logging.Filter):
