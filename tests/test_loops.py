@@ -80,6 +80,17 @@ def test_tool_storm_same_tool_same_arguments() -> None:
     assert hits_of(rules(), messages) == [(3, "tool_storm", "search called with the same arguments 3 times")]
 
 
+def test_what_the_rules_remember_of_a_long_run_is_bounded() -> None:
+    from otel_agents._internal.genai.loops import _DISTINCT_KEPT
+
+    loop = rules()
+    for i in range(3 * _DISTINCT_KEPT):
+        loop.observe(said("a", f"draft {i}"))
+        loop.observe(ToolCallRequestEvent(source="a", content=[FunctionCall(id="1", name="f", arguments=str(i))]))
+    assert 0 < len(loop.said) <= _DISTINCT_KEPT
+    assert 0 < len(loop.tool_calls) <= _DISTINCT_KEPT
+
+
 def test_messages_tokens_cost_and_time_budgets() -> None:
     assert hits_of(rules(max_messages=3), [said("a", str(i)) for i in range(5)]) == [(2, "messages", "3 messages")]
     assert hits_of(rules(token_budget=100), [said("a", str(i), tokens=40) for i in range(4)]) == [

@@ -26,7 +26,17 @@ from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.config.params import LOOP_THRESHOLDS, environment
 
 _DISTINCT_KEPT: Final = 2048
-"""Distinct (source, text) pairs the repeat rule remembers per run: bounded memory on long runs."""
+"""Distinct (source, text) pairs, and (tool, arguments) pairs, the rules remember per run: bounded
+memory on long runs."""
+
+
+def _counted(counter: Counter[tuple[str, bytes]], key: tuple[str, bytes]) -> int:
+    """Count `key` once more; a counter full of distinct keys starts afresh (a very long run of
+    all-different messages or calls). How many times `key` has now been counted."""
+    if key not in counter and len(counter) >= _DISTINCT_KEPT:
+        counter.clear()
+    counter[key] += 1
+    return counter[key]
 
 
 @dataclass(frozen=True)
@@ -129,9 +139,7 @@ class LoopRules:
         hits = []
         for call in calls:
             name = str(getattr(call, "name", ""))
-            key = (name, _digest(str(getattr(call, "arguments", ""))))
-            self.tool_calls[key] += 1
-            count = self.tool_calls[key]
+            count = _counted(self.tool_calls, (name, _digest(str(getattr(call, "arguments", "")))))
             if count >= self.limits.max_repeats:
                 detail = f"{name} called with the same arguments {count} times"
                 hits.append(_hit("tool_storm", detail, count, self.limits.max_repeats))
@@ -140,11 +148,7 @@ class LoopRules:
     def _repeat(self, source: str, digest: bytes) -> list[LoopHit]:
         """Counts every earlier occurrence, not only the last: an A-B-A-B cycle with nothing new
         makes each of A and B repeat themselves, so it is caught here too."""
-        key = (source, digest)
-        if key not in self.said and len(self.said) >= _DISTINCT_KEPT:
-            self.said.clear()  # a very long run of all-different messages: start counting afresh
-        self.said[key] += 1
-        count, limit = self.said[key], self.limits.max_repeats
+        count, limit = _counted(self.said, (source, digest)), self.limits.max_repeats
         return [_hit("repeat", f"{source} said the same thing {count} times", count, limit)] if count >= limit else []
 
     def _budgets(self, tokens: int, cost: float | None) -> list[LoopHit]:
