@@ -33,6 +33,7 @@ from otel_agents._internal.genai.metrics import (
 )
 from tests.support.config import assert_configure_refuses
 from tests.support.deploy import DEPLOY
+from tests.support.metrics import points
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.prometheus import Prometheus, scraped_pipeline
 from tests.support.teams import openai_client
@@ -368,3 +369,32 @@ async def test_histogram_points_carry_the_runs_trace_as_exemplar(openai_server: 
     assert run_exemplars and {e.trace_id for e in run_exemplars} == roots
     call_exemplars = [e for p in metrics["gen_ai.client.operation.duration"].data.data_points for e in p.exemplars]
     assert call_exemplars and {e.span_id for e in call_exemplars} <= calls, "a call's point points at its chat span"
+
+
+def test_span_counters_read_the_pipeline_recording_now_and_keep_no_replaced_one() -> None:
+    """A meter provider keeps the callbacks of the first instruments of a name: the span counters
+    are made once per meter provider and read, weakly, whichever pipeline records to it now."""
+    import gc
+    import weakref
+
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from otel_agents._internal.export.pipeline import Health
+    from otel_agents._internal.telemetry import current
+
+    reader = InMemoryMetricReader()
+    meter_provider, tracer_provider = MeterProvider(metric_readers=[reader]), TracerProvider()
+    instrumentor = otel_agents.AutoGenInstrumentor()
+    instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    first = weakref.ref(current(None))
+    instrumentor.uninstrument()
+    instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    now = current(None)
+    now._health = Health(failed_export_spans=3)  # what this pipeline lost
+    gc.collect()
+    assert first() is None, "the replaced pipeline is not kept alive by the counter's callback"
+    data = reader.get_metrics_data()
+    assert data is not None
+    assert [point.value for point in points(data, "otel_agents.spans.dropped")] == [3]
+    now._health = Health()  # nothing lost after all: no warning at exit

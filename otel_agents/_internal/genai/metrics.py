@@ -14,6 +14,8 @@ where the exporter supports exemplars (OTLP does).
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -47,6 +49,45 @@ def _span_count(
         yield metrics.Observation(read())
 
     return meter.create_observable_counter(name, callbacks=[observe], unit="{span}", description=description)
+
+
+class _SpanCounts:
+    """The span counters of one meter provider, made once: a meter provider keeps the callbacks
+    of the first instruments of a name, so they read whichever pipeline records to it now (weakly:
+    a pipeline replaced by the next `configure()` or `instrument()` is not kept alive by them)."""
+
+    def __init__(self, meter: metrics.Meter) -> None:
+        self.telemetry: Callable[[], Telemetry | None] = lambda: None
+        self.dropped = _span_count(
+            meter,
+            "otel_agents.spans.dropped",
+            "Spans the pipeline could not deliver (failed exports, full queues, shutdown cut-offs); "
+            "what a full queue dropped is never counted too high, and exactly once a flush or shutdown is done",
+            self._dropped,
+        )
+        self.unplaced = _span_count(
+            meter,
+            "otel_agents.spans.unplaced",
+            "Spans placed under their sender because their cause's registry entry had been dropped",
+            lambda: REGISTRY.unplaced,
+        )
+
+    def _dropped(self) -> int:
+        telemetry = self.telemetry()
+        return telemetry.dropped_spans if telemetry is not None else 0
+
+
+_span_counts: weakref.WeakKeyDictionary[metrics.MeterProvider, _SpanCounts] = weakref.WeakKeyDictionary()
+_span_counts_lock = threading.Lock()
+
+
+def _span_counts_of(meter_provider: metrics.MeterProvider, meter: metrics.Meter, telemetry: Telemetry) -> _SpanCounts:
+    with _span_counts_lock:
+        counts = _span_counts.get(meter_provider)
+        if counts is None:
+            counts = _span_counts[meter_provider] = _SpanCounts(meter)
+        counts.telemetry = weakref.ref(telemetry)
+        return counts
 
 
 class Instruments:
@@ -90,19 +131,8 @@ class Instruments:
             "otel_agents.loop.detections", unit="{detection}", description="Runaway-loop rules a run broke"
         )
 
-        self.spans_dropped = _span_count(
-            meter,
-            "otel_agents.spans.dropped",
-            "Spans the pipeline could not deliver (failed exports, full queues, shutdown cut-offs); "
-            "what a full queue dropped is never counted too high, and exactly once a flush or shutdown is done",
-            lambda: telemetry.dropped_spans,
-        )
-        self.spans_unplaced = _span_count(
-            meter,
-            "otel_agents.spans.unplaced",
-            "Spans placed under their sender because their cause's registry entry had been dropped",
-            lambda: REGISTRY.unplaced,
-        )
+        # `otel_agents.spans.dropped` and `otel_agents.spans.unplaced`, observed when collected
+        self.span_counts = _span_counts_of(meter_provider, meter, telemetry) if exported else None
 
     def model_call_cost(
         self,
