@@ -114,6 +114,10 @@ def test_traces_followed_from_elsewhere_are_kept_while_used_and_forgotten_when_i
     REGISTRY.followed(0xA4, provider, "nested")
     assert REGISTRY.followed_traces == 1, "every idle trace forgotten"
 
+    kept = len(REGISTRY)  # a span placed from an entry of a forgotten trace, looked up before it went
+    REGISTRY.add(SpanContext(0xA1, 0xB3, is_remote=False), Node(first, span, span, is_runtime=False))
+    assert len(REGISTRY) == kept and REGISTRY.entries(0xA1) == 0, "a forgotten trace takes no entry"
+
 
 async def test_a_tap_never_iterated_starts_no_run_and_keeps_nothing(capture: Capture) -> None:
     before = len(REGISTRY)

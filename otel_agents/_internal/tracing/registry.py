@@ -271,6 +271,7 @@ class Registry:
             if len(followed) <= FOLLOWED_KEPT and now - trail.last_used <= FOLLOWED_IDLE_S:
                 continue
             del followed[trail.trace_id]
+            trail.run.ended = True  # a span placed from an entry looked up before now adds nothing
             for span_id in trail.span_ids():
                 self._nodes.pop(span_id, None)
             trail.nodes.clear()
