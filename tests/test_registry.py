@@ -142,3 +142,15 @@ async def test_a_pipeline_replaced_by_configure_is_not_kept_alive(monkeypatch: p
     otel_agents.configure(span_exporter=InMemorySpanExporter()).shutdown()
     gc.collect()
     assert [ref() for ref in gone] == [None, None, None], "shut-down pipelines are released"
+
+
+def test_a_placing_provider_keeps_a_bounded_number_of_tracers() -> None:
+    """One tracer per name is reused (AutoGen asks for one on every span); names made up as a
+    library goes do not pile up."""
+    from otel_agents._internal.telemetry import AUTOGEN_TRACERS
+    from otel_agents._internal.tracing.placement import TRACERS_KEPT
+
+    assert AUTOGEN_TRACERS.get_tracer("autogen core") is AUTOGEN_TRACERS.get_tracer("autogen core")
+    for i in range(3 * TRACERS_KEPT):
+        AUTOGEN_TRACERS.get_tracer(f"made-up-{i}")
+    assert 0 < len(AUTOGEN_TRACERS._tracers) <= TRACERS_KEPT

@@ -49,6 +49,8 @@ logger = logging.getLogger(__name__)
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 _STABLE_NAMES_KEPT: Final = 1024
+TRACERS_KEPT: Final = 256
+"""Tracers a provider keeps (one per instrumentation name and version); forgotten at once when full."""
 _UNRECORDED_WHEN_NESTED: Final = tuple(
     f"{ag.RUNTIME_TRACER_PREFIX}{op}" for op in ag.RUNTIME_OPERATIONS_DROPPED_WHEN_NESTED
 )
@@ -530,9 +532,12 @@ class RunAwareTracerProvider(trace.TracerProvider):
                 self, instrumenting_module_name, instrumenting_library_version, schema_url, attributes
             )
         key = (instrumenting_module_name, instrumenting_library_version, schema_url)
-        tracer = self._tracers.get(key)
+        tracers = self._tracers
+        tracer = tracers.get(key)
         if tracer is None:  # AutoGen asks for a tracer on every span: one per name, reused
-            tracer = self._tracers[key] = _tracer_class(instrumenting_module_name)(self, *key, None)
+            if len(tracers) >= TRACERS_KEPT:  # names a library makes up as it goes: start afresh
+                tracers.clear()
+            tracer = tracers[key] = _tracer_class(instrumenting_module_name)(self, *key, None)
         return tracer
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
