@@ -21,7 +21,7 @@ import contextvars
 import functools
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -37,6 +37,9 @@ from otel_agents._internal.genai.inference import Inference
 from otel_agents._internal.run.follow import RunStream
 from otel_agents._internal.telemetry import Telemetry, current
 from otel_agents._internal.tracing.registry import REGISTRY, Node
+
+if TYPE_CHECKING:
+    from autogen_core.models import CreateResult
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +94,7 @@ class ModelCall:
         self.cached_input_tokens: int | None = None
         self._ended = False
         self._error: BaseException | None = None
-        self._result: Any = None
+        self._result: CreateResult | None = None
         self.node = node
         """Where the call was made (its turn, tool, or run), resolved once, at its start."""
         self._inference = Inference(
@@ -110,7 +113,7 @@ class ModelCall:
 
     def on_item(self, item: object) -> None:
         if type(item).__name__ == ag.CREATE_RESULT_CLASS:
-            self._result = item
+            self._result = cast("CreateResult", item)
 
     def stopped(self, reason: str) -> None:
         pass  # a stream abandoned by its consumer: the span ends with what it has

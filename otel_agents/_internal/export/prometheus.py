@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from otel_agents._internal.config.settings import ConfigError
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics.export import MetricReader
 
 _MISSING = "the Prometheus endpoint needs: pip install 'otel-agents[prometheus]'"
 
@@ -20,7 +23,7 @@ class PrometheusEndpoint:
             raise ConfigError(_MISSING) from None
         self.host, self.port = host, port
         self.registry = CollectorRegistry(auto_describe=True)
-        self.reader: Any = PrometheusMetricReader(registry=self.registry)
+        self.reader: MetricReader = PrometheusMetricReader(registry=self.registry)
         try:
             served = start_http_server(port, addr=host, registry=self.registry)
         except OSError as error:

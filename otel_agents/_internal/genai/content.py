@@ -10,11 +10,14 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from opentelemetry.trace import Span
 
 from otel_agents._internal.autogen import conventions as ag
+
+if TYPE_CHECKING:
+    from autogen_core.models import CreateResult
 
 logger = logging.getLogger(__name__)
 
@@ -151,6 +154,6 @@ def input_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
     ]
 
 
-def output_messages(result: Any) -> list[dict[str, Any]]:
+def output_messages(result: CreateResult) -> list[dict[str, Any]]:
     """A `CreateResult` as `gen_ai.output.messages`: one assistant message with its finish reason."""
     return [{"role": "assistant", "parts": _part_for(result.content), "finish_reason": str(result.finish_reason)}]

@@ -16,6 +16,10 @@ from otel_agents._internal.run.start import run_starter, runner_of, workflow_nam
 from otel_agents._internal.telemetry import Telemetry, current
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from autogen_agentchat.base import TaskResult, TaskRunner
+    from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage
     from autogen_core import CancellationToken
 
 T = TypeVar("T")
@@ -52,13 +56,13 @@ def tap(
 
 
 def run_stream(
-    team: Any,
+    team: TaskRunner,
     *,
-    task: Any,
+    task: str | BaseChatMessage | Sequence[BaseChatMessage] | None,
     telemetry: Telemetry | None = None,
     cancellation_token: CancellationToken | None = None,
     **kwargs: Any,
-) -> RunStream[Any]:
+) -> RunStream[BaseAgentEvent | BaseChatMessage | TaskResult]:
     """`tap(team.run_stream(task=...))` with a cancellation token of its own.
 
     When the consumer leaves early (`break`, `aclose()`, cancellation) the team is cancelled, so no

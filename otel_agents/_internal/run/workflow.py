@@ -8,7 +8,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -21,12 +21,16 @@ from otel_agents._internal.tracing.errors import mark_error
 from otel_agents._internal.tracing.registry import REGISTRY, Trail
 from otel_agents._version import __version__
 
+if TYPE_CHECKING:
+    from autogen_agentchat.base import TaskResult
+    from autogen_agentchat.messages import ModelClientStreamingChunkEvent
+
 _TRACER_NAME = "otel_agents"
 
 logger = logging.getLogger(__name__)
 
 
-def _autogen_types() -> tuple[type[Any], type[Any]]:
+def _autogen_types() -> tuple[type[TaskResult], type[ModelClientStreamingChunkEvent]]:
     # Imported when a run starts, not when otel_agents is imported: AutoGen is loaded by then.
     from autogen_agentchat.base import TaskResult
     from autogen_agentchat.messages import ModelClientStreamingChunkEvent
