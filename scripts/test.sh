@@ -32,12 +32,6 @@ source scripts/_phoenix.sh
 [ -x .venv-lowest/bin/python ] || "$PYTHON" -m venv .venv-lowest
 .venv-lowest/bin/python -m pip install -q --disable-pip-version-check -c ci/lowest.txt -e ".[test-core]"
 
-# Every AutoGen release between those two ends (ci/autogen-releases.txt), one at a time, in a third
-# environment with the newest of everything else.
-autogen_releases=$(grep -v '^#' ci/autogen-releases.txt)
-[ -x .venv-autogen/bin/python ] || "$PYTHON" -m venv .venv-autogen
-.venv-autogen/bin/python -m pip install -q --disable-pip-version-check -e ".[test-core]"
-
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy otel_agents
@@ -49,7 +43,11 @@ if [ $# -eq 0 ]; then
     tests/test_trace_shape.py tests/test_model_calls.py tests/test_zero_code.py \
     tests/test_opentelemetry_instrument.py tests/test_examples.py tests/test_autogen_conventions.py \
     tests/test_attribution.py tests/test_cli.py tests/test_cost_report.py
-  for release in $autogen_releases; do
+  # Every AutoGen release between those two ends (ci/autogen-releases.txt), one at a time, in a
+  # third environment with the newest of everything else.
+  [ -x .venv-autogen/bin/python ] || "$PYTHON" -m venv .venv-autogen
+  .venv-autogen/bin/python -m pip install -q --disable-pip-version-check -e ".[test-core]"
+  for release in $(sed -e '/^#/d' ci/autogen-releases.txt); do
     .venv-autogen/bin/python -m pip install -q --disable-pip-version-check \
       "autogen-core==$release" "autogen-agentchat==$release" "autogen-ext[openai,grpc]==$release"
     echo "== AutoGen $release"

@@ -19,6 +19,7 @@ import pytest
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
 from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat
+from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader, Metric
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -371,20 +372,31 @@ async def test_histogram_points_carry_the_runs_trace_as_exemplar(openai_server: 
     assert call_exemplars and {e.span_id for e in call_exemplars} <= calls, "a call's point points at its chat span"
 
 
-def test_span_counters_read_the_pipeline_recording_now_and_keep_no_replaced_one() -> None:
+class UnhashableMeterProvider(MeterProvider):
+    """Compared by value, as a provider made by a dataclass is (Logfire's proxy provider)."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+@pytest.mark.parametrize("provider_class", [MeterProvider, UnhashableMeterProvider])
+def test_span_counters_read_the_pipeline_recording_now_and_keep_no_replaced_one(
+    provider_class: type[MeterProvider],
+) -> None:
     """A meter provider keeps the callbacks of the first instruments of a name: the span counters
     are made once per meter provider and read, weakly, whichever pipeline records to it now."""
     import gc
     import weakref
 
-    from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.trace import TracerProvider
 
     from otel_agents._internal.export.pipeline import Health
     from otel_agents._internal.telemetry import current
 
     reader = InMemoryMetricReader()
-    meter_provider, tracer_provider = MeterProvider(metric_readers=[reader]), TracerProvider()
+    meter_provider, tracer_provider = provider_class(metric_readers=[reader]), TracerProvider()
     instrumentor = otel_agents.AutoGenInstrumentor()
     instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
     first = weakref.ref(current(None))
@@ -392,9 +404,11 @@ def test_span_counters_read_the_pipeline_recording_now_and_keep_no_replaced_one(
     instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
     now = current(None)
     now._health = Health(failed_export_spans=3)  # what this pipeline lost
-    gc.collect()
-    assert first() is None, "the replaced pipeline is not kept alive by the counter's callback"
-    data = reader.get_metrics_data()
-    assert data is not None
-    assert [point.value for point in points(data, "otel_agents.spans.dropped")] == [3]
-    now._health = Health()  # nothing lost after all: no warning at exit
+    try:
+        gc.collect()
+        assert first() is None, "the replaced pipeline is not kept alive by the counter's callback"
+        data = reader.get_metrics_data()
+        assert data is not None
+        assert [point.value for point in points(data, "otel_agents.spans.dropped")] == [3]
+    finally:
+        now._health = Health()  # nothing lost after all: no warning at exit

@@ -387,3 +387,4 @@ def test_an_unpriced_model_is_named_once_and_the_names_kept_for_that_are_bounded
     finally:
         logger.setLevel(level)
     assert 0 < len(model_clients._warned_unpriced) <= model_clients._UNPRICED_NAMES_KEPT
+    model_clients._warned_unpriced.clear()

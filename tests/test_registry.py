@@ -154,3 +154,4 @@ def test_a_placing_provider_keeps_a_bounded_number_of_tracers() -> None:
     for i in range(3 * TRACERS_KEPT):
         AUTOGEN_TRACERS.get_tracer(f"made-up-{i}")
     assert 0 < len(AUTOGEN_TRACERS._tracers) <= TRACERS_KEPT
+    AUTOGEN_TRACERS._tracers.clear()  # the made-up names go; the real ones come back when asked for

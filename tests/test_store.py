@@ -145,3 +145,36 @@ async def test_the_store_is_readable_by_its_owner_only(tmp_path: Path) -> None:
         telemetry.force_flush()
     assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700
     assert stat.S_IMODE(os.stat(directory / DATABASE).st_mode) == 0o600
+
+
+def test_the_store_goes_once_onto_a_global_provider_even_one_that_cannot_be_hashed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """With OTEL_AGENTS_STORE set and another party's provider global (the distro's; Logfire's
+    is a dataclass, compared by value), runs also go to the store: added once per provider."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+
+    from otel_agents._internal.telemetry import store_into_global_provider
+
+    added: list[SpanProcessor] = []
+
+    class UnhashableTracerProvider(TracerProvider):
+        __hash__ = None  # type: ignore[assignment]
+
+        def __eq__(self, other: object) -> bool:
+            return self is other
+
+        def add_span_processor(self, span_processor: SpanProcessor) -> None:
+            added.append(span_processor)
+            super().add_span_processor(span_processor)
+
+    provider = UnhashableTracerProvider()
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
+    monkeypatch.setenv("OTEL_AGENTS_STORE", str(tmp_path / "store"))
+    try:
+        store_into_global_provider()
+        store_into_global_provider()
+        assert len(added) == 1
+    finally:
+        provider.shutdown()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-import weakref
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -213,8 +212,9 @@ def configured() -> bool:
     return _latest is not None
 
 
-_stores_added: weakref.WeakSet[trace.TracerProvider] = weakref.WeakSet()
-"""Global providers the store was added to (weakly: a provider gone is forgotten with it)."""
+_stores_added: dict[int, trace.TracerProvider] = {}
+"""Global providers the store was added to, by `id()` (a provider need not be hashable), held so that
+no id is reused: global providers live as long as the process anyway."""
 
 
 def store_into_global_provider() -> None:
@@ -225,7 +225,7 @@ def store_into_global_provider() -> None:
     env = params.environment()
     provider = trace.get_tracer_provider()
     add = getattr(provider, "add_span_processor", None)
-    if not env.get(params.STORE.variables[0]) or add is None or provider in _stores_added:
+    if not env.get(params.STORE.variables[0]) or add is None or id(provider) in _stores_added:
         return
     from otel_agents._internal.export import pipeline
     from otel_agents._internal.export.store import StoreSpanExporter
@@ -235,7 +235,7 @@ def store_into_global_provider() -> None:
         return
     exporter = StoreSpanExporter(settings.store_dir, max_bytes=settings.store_max_bytes)
     add(pipeline.make_processor(exporter, settings, pipeline.Health()))
-    _stores_added.add(provider)
+    _stores_added[id(provider)] = provider
 
 
 _lock = threading.Lock()

@@ -353,7 +353,10 @@ process, however often `configure()` runs, and nothing kept alive by it."""
 
 def _reset_after_fork() -> None:
     for alive in list(_reset_in_forked_child):
-        alive._reset_after_fork()
+        try:
+            alive._reset_after_fork()
+        except Exception:  # the others are reset all the same
+            logger.warning("otel-agents could not reset %r in a forked child", alive, exc_info=True)
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
