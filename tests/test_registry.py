@@ -155,3 +155,35 @@ def test_a_placing_provider_keeps_a_bounded_number_of_tracers() -> None:
         AUTOGEN_TRACERS.get_tracer(f"made-up-{i}")
     assert 0 < len(AUTOGEN_TRACERS._tracers) <= TRACERS_KEPT
     AUTOGEN_TRACERS._tracers.clear()  # the made-up names go; the real ones come back when asked for
+
+
+def test_what_is_kept_per_provider_goes_with_the_provider_and_needs_no_hash() -> None:
+    import gc
+
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from otel_agents._internal.tracing.per_provider import PerProvider
+
+    class Unhashable(TracerProvider):
+        """Compared by value, as a provider made by a dataclass is (Logfire's proxy provider)."""
+
+        __hash__ = None  # type: ignore[assignment]
+
+        def __eq__(self, other: object) -> bool:
+            return self is other
+
+    kept: PerProvider[str] = PerProvider()
+    # without the exit hook, which would keep them for good
+    first, second = TracerProvider(shutdown_on_exit=False), Unhashable(shutdown_on_exit=False)
+    assert kept.setdefault(first, lambda: "a") == "a" and kept.setdefault(first, lambda: "b") == "a"
+    assert kept.setdefault(second, lambda: "c") == "c" and kept.get(second) == "c"
+    assert kept.get(TracerProvider(shutdown_on_exit=False)) is None
+    del first, second
+    gc.collect()
+    assert len(kept) == 0, "released with its provider"
+
+    class Unreferenceable:
+        __slots__ = ()
+
+    held = Unreferenceable()
+    assert kept.setdefault(held, lambda: "d") == "d" and kept.get(held) == "d", "held when it cannot be weakly"

@@ -320,9 +320,19 @@ async def test_a_wrapper_added_after_ours_keeps_working_after_uninstrument(captu
         BaseGroupChat.run_stream = ours  # type: ignore[method-assign]  # theirs removed: uninstrument restores AutoGen's
 
 
-async def test_instrument_with_a_tracer_provider_records_there(monkeypatch: pytest.MonkeyPatch) -> None:
+class UnhashableTracerProvider(TracerProvider):
+    """Compared by value, as a provider made by a dataclass is (Logfire's proxy provider)."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+@pytest.mark.parametrize("provider_class", [TracerProvider, UnhashableTracerProvider])
+async def test_instrument_with_a_tracer_provider_records_there(provider_class: type[TracerProvider]) -> None:
     exporter = InMemorySpanExporter()
-    provider = TracerProvider()
+    provider = provider_class()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     instrumentor = otel_agents.AutoGenInstrumentor()
     instrumentor.uninstrument()

@@ -19,6 +19,7 @@ from otel_agents._internal.genai.metrics import Instruments
 from otel_agents._internal.genai.prices import PriceTable
 from otel_agents._internal.run.state import Run
 from otel_agents._internal.run.workflow import end_open_runs
+from otel_agents._internal.tracing.per_provider import PerProvider
 from otel_agents._internal.tracing.placement import RunAwareTracerProvider
 
 if TYPE_CHECKING:
@@ -212,9 +213,8 @@ def configured() -> bool:
     return _latest is not None
 
 
-_stores_added: dict[int, trace.TracerProvider] = {}
-"""Global providers the store was added to, by `id()` (a provider need not be hashable), held so that
-no id is reused: global providers live as long as the process anyway."""
+_stores_added: PerProvider[bool] = PerProvider()
+"""Global providers the store was added to."""
 
 
 def store_into_global_provider() -> None:
@@ -225,7 +225,7 @@ def store_into_global_provider() -> None:
     env = params.environment()
     provider = trace.get_tracer_provider()
     add = getattr(provider, "add_span_processor", None)
-    if not env.get(params.STORE.variables[0]) or add is None or id(provider) in _stores_added:
+    if not env.get(params.STORE.variables[0]) or add is None or _stores_added.get(provider):
         return
     from otel_agents._internal.export import pipeline
     from otel_agents._internal.export.store import StoreSpanExporter
@@ -235,7 +235,7 @@ def store_into_global_provider() -> None:
         return
     exporter = StoreSpanExporter(settings.store_dir, max_bytes=settings.store_max_bytes)
     add(pipeline.make_processor(exporter, settings, pipeline.Health()))
-    _stores_added[id(provider)] = provider
+    _stores_added.setdefault(provider, lambda: True)
 
 
 _lock = threading.Lock()

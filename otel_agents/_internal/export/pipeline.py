@@ -76,7 +76,7 @@ class Health:
     def __post_init__(self) -> None:
         _reset_in_forked_child.add(self)
 
-    def _reset_after_fork(self) -> None:
+    def reset_after_fork(self) -> None:
         """A forked child counts what it loses, not what its parent lost."""
         self._lock = threading.Lock()
         self.failed_export_spans = 0
@@ -275,7 +275,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         exporter.on_export = self._exporting
         _reset_in_forked_child.add(self)
 
-    def _reset_after_fork(self) -> None:
+    def reset_after_fork(self) -> None:
         self._lock = threading.Lock()
         self._ended = self._dropped = 0
         self._stopping = None
@@ -343,7 +343,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
 
 
 class _ResetInForkedChild(Protocol):
-    def _reset_after_fork(self) -> None: ...
+    def reset_after_fork(self) -> None: ...
 
 
 _reset_in_forked_child: weakref.WeakSet[_ResetInForkedChild] = weakref.WeakSet()
@@ -354,7 +354,7 @@ process, however often `configure()` runs, and nothing kept alive by it."""
 def _reset_after_fork() -> None:
     for alive in list(_reset_in_forked_child):
         try:
-            alive._reset_after_fork()
+            alive.reset_after_fork()
         except Exception:  # the others are reset all the same
             logger.warning("otel-agents could not reset %r in a forked child", alive, exc_info=True)
 

@@ -14,8 +14,6 @@ where the exporter supports exemplars (OTLP does).
 
 from __future__ import annotations
 
-import functools
-import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
@@ -24,6 +22,7 @@ from opentelemetry import metrics
 from opentelemetry.context import Context
 
 from otel_agents._internal import keys as sc
+from otel_agents._internal.tracing.per_provider import PerProvider
 from otel_agents._internal.tracing.registry import REGISTRY
 from otel_agents._version import __version__
 
@@ -78,32 +77,13 @@ class _SpanCounts:
         return telemetry.dropped_spans if telemetry is not None else 0
 
 
-_span_counts: dict[int, tuple[Callable[[], object], _SpanCounts]] = {}
-"""By `id()` of the meter provider (a provider need not be hashable: Logfire's is a dataclass): the
-provider (weakly, the entry going with it; strongly if it cannot be weakly referenced) and its
-counters."""
-_span_counts_lock = threading.Lock()
+_span_counts: PerProvider[_SpanCounts] = PerProvider()
 
 
 def _span_counts_of(meter_provider: metrics.MeterProvider, meter: metrics.Meter, telemetry: Telemetry) -> _SpanCounts:
-    key = id(meter_provider)
-    with _span_counts_lock:
-        entry = _span_counts.get(key)
-        if entry is None or entry[0]() is not meter_provider:
-            provider: Callable[[], object]
-            try:
-                provider = weakref.ref(meter_provider)
-                weakref.finalize(meter_provider, _span_counts.pop, key, None)
-            except TypeError:  # cannot be weakly referenced: kept, as a global provider is anyway
-                provider = functools.partial(_same, meter_provider)
-            entry = _span_counts[key] = (provider, _SpanCounts(meter))
-        counts = entry[1]
-        counts.telemetry = weakref.ref(telemetry)
-        return counts
-
-
-def _same(value: object) -> object:
-    return value
+    counts = _span_counts.setdefault(meter_provider, lambda: _SpanCounts(meter))
+    counts.telemetry = weakref.ref(telemetry)
+    return counts
 
 
 class Instruments:

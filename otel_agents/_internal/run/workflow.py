@@ -18,6 +18,7 @@ from otel_agents._internal import keys as sc
 from otel_agents._internal.run.state import Run
 from otel_agents._internal.run.stop import EARLY_STOPS, SHUTDOWN, StopKind, error_reason, stop_kind_of
 from otel_agents._internal.tracing.errors import mark_error
+from otel_agents._internal.tracing.per_provider import PerProvider
 from otel_agents._internal.tracing.registry import REGISTRY, Trail
 from otel_agents._version import __version__
 
@@ -38,15 +39,12 @@ def _autogen_types() -> tuple[type[TaskResult], type[ModelClientStreamingChunkEv
     return TaskResult, ModelClientStreamingChunkEvent
 
 
-_tracers: weakref.WeakKeyDictionary[trace.TracerProvider, trace.Tracer] = weakref.WeakKeyDictionary()
+_tracers: PerProvider[trace.Tracer] = PerProvider()
 
 
 def _tracer(provider: trace.TracerProvider) -> trace.Tracer:
     """Our tracer in `provider`, made once (the SDK's `get_tracer` is not cheap)."""
-    tracer = _tracers.get(provider)
-    if tracer is None:
-        tracer = _tracers[provider] = provider.get_tracer(_TRACER_NAME, __version__)
-    return tracer
+    return _tracers.setdefault(provider, lambda: provider.get_tracer(_TRACER_NAME, __version__))
 
 
 _open: weakref.WeakSet[WorkflowSpan] = weakref.WeakSet()

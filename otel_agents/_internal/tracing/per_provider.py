@@ -1,0 +1,59 @@
+"""A value kept per tracer or meter provider, found by the provider's identity.
+
+A provider need not be hashable (Logfire's providers are dataclasses, compared by value), so it
+cannot key a dict, a `WeakKeyDictionary` or a `WeakSet`. An entry goes when its provider is
+collected; a provider that cannot be weakly referenced is held, as a global provider is anyway.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
+
+
+def _same(value: object) -> object:
+    return value
+
+
+class PerProvider(Generic[V]):
+    """`setdefault(provider, make)`: the value made once for `provider` (looked up by `id()`)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[Callable[[], object], V]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, provider: object) -> V | None:
+        entry = self._entries.get(id(provider))
+        return entry[1] if entry is not None and entry[0]() is provider else None
+
+    def setdefault(self, provider: object, make: Callable[[], V]) -> V:
+        value = self.get(provider)
+        if value is not None:
+            return value
+        with self._lock:
+            value = self.get(provider)
+            if value is None:
+                value = make()
+                key = id(provider)
+                held: Callable[[], object]
+                try:
+                    held = weakref.ref(provider)
+                    weakref.finalize(provider, self._forget, key, held)
+                except TypeError:  # cannot be weakly referenced: held for good
+                    held = functools.partial(_same, provider)
+                self._entries[key] = (held, value)
+            return value
+
+    def _forget(self, key: int, held: Callable[[], object]) -> None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry[0] is held:
+                del self._entries[key]
+
+    def __len__(self) -> int:
+        return len(self._entries)
