@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.base import TaskResult
+from autogen_core import CancellationToken
 from opentelemetry import baggage
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan
@@ -118,6 +119,26 @@ async def test_a_teams_runs_between_resets_are_one_conversation(capture: Capture
     assert one == two != three, "reset() starts a new conversation"
     assert solo_one == solo_two and solo_one not in (one, three)
     assert len(one) == 32
+
+
+class ComparedAgent(AssistantAgent):
+    """An agent compared by value, hence not hashable (as a dataclass is)."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+async def test_an_unhashable_agent_runs_and_resets_traced_each_run_its_own_conversation(capture: Capture) -> None:
+    other = AssistantAgent("other", model_client=replay(text("c")))
+    await other.run(task="zero")  # a conversation kept: the registry of them is not empty
+    agent = ComparedAgent("solo", model_client=replay(text("a"), text("b")))
+    await agent.run(task="one")
+    await agent.on_reset(CancellationToken())
+    await agent.run(task="two")
+    _, one, two = (attributes(t.root)[CONVERSATION] for t in runs_of(capture))
+    assert one != two, "no conversation kept for it: each run has its own"
 
 
 async def test_a_run_attributes_conversation_id_wins_and_is_kept_by_the_team(capture: Capture) -> None:

@@ -229,7 +229,10 @@ def run_started(runner: object | None, span: SpanContext, run_id: str | None) ->
 def forget(runner: object) -> None:
     """`reset()`: the next run starts a new conversation."""
     with _lock:
-        _conversations.pop(runner, None)
+        try:
+            _conversations.pop(runner, None)
+        except TypeError:  # not hashable: none was kept for it
+            pass
 
 
 def with_conversation(runner: object, state: Mapping[str, Any]) -> Mapping[str, Any]:
