@@ -187,3 +187,31 @@ def test_what_is_kept_per_provider_goes_with_the_provider_and_needs_no_hash() ->
 
     held = Unreferenceable()
     assert kept.setdefault(held, lambda: "d") == "d" and kept.get(held) == "d", "held when it cannot be weakly"
+
+
+def test_a_provider_collected_while_another_ones_value_is_made_does_not_deadlock() -> None:
+    """Making a value may collect garbage, and so forget a dead provider's entry, in this thread."""
+    import gc
+    import threading
+
+    from otel_agents._internal.tracing.per_provider import PerProvider
+
+    class Provider:
+        pass
+
+    kept: PerProvider[str] = PerProvider()
+    dying = Provider()
+    dying.cycle = dying  # type: ignore[attr-defined]  # collected only by the collector
+    kept.setdefault(dying, lambda: "a")
+    del dying
+    living = Provider()
+
+    def collecting() -> str:
+        gc.collect()  # the dying provider's entry is forgotten now
+        return "b"
+
+    done = threading.Thread(target=lambda: kept.setdefault(living, collecting), daemon=True)
+    done.start()
+    done.join(timeout=10)
+    assert not done.is_alive(), "setdefault deadlocked"
+    assert kept.get(living) == "b" and len(kept) == 1

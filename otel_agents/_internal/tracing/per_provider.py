@@ -35,25 +35,28 @@ class PerProvider(Generic[V]):
         value = self.get(provider)
         if value is not None:
             return value
+        made = make()  # not under the lock: it may collect garbage, and so call `_forget`
         with self._lock:
             value = self.get(provider)
-            if value is None:
-                value = make()
-                key = id(provider)
-                held: Callable[[], object]
-                try:
-                    held = weakref.ref(provider)
-                    weakref.finalize(provider, self._forget, key, held)
-                except TypeError:  # cannot be weakly referenced: held for good
-                    held = functools.partial(_same, provider)
-                self._entries[key] = (held, value)
-            return value
+            if value is not None:  # another thread made one first
+                return value
+            key = id(provider)
+            held: Callable[[], object]
+            try:
+                held = weakref.ref(provider)
+            except TypeError:  # cannot be weakly referenced: held for good
+                held = functools.partial(_same, provider)
+            self._entries[key] = (held, made)
+        if isinstance(held, weakref.ref):
+            weakref.finalize(provider, self._forget, key, held)
+        return made
 
     def _forget(self, key: int, held: Callable[[], object]) -> None:
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None and entry[0] is held:
-                del self._entries[key]
+        """Called as the provider is collected (its id not free for reuse yet), in any thread, maybe
+        while this thread holds the lock: no lock taken, only this entry removed."""
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] is held:
+            self._entries.pop(key, None)
 
     def __len__(self) -> int:
         return len(self._entries)
