@@ -259,3 +259,52 @@ async def test_items_that_cannot_be_recorded_still_come_through(
     assert any("could not record a Odd" in r.getMessage() for r in caplog.records)
     root = await run_root(capture)
     assert root.attributes["otel_agents.message_count"] == 2
+
+
+COLLECTED_WHILE_BUSY = """
+import asyncio, gc, threading
+from autogen_agentchat.messages import TextMessage
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+import otel_agents
+from otel_agents._internal.tracing.registry import REGISTRY
+
+exporter = InMemorySpanExporter()
+telemetry = otel_agents.configure(span_exporter=exporter, store=False)
+
+async def items():
+    yield TextMessage(source="user", content="go")
+    yield TextMessage(source="writer", content="draft")
+
+async def main():
+    stream = otel_agents.tap(items())
+    await stream.__anext__()
+    cycle = [stream]
+    cycle.append(cycle)  # only the collector frees it now
+    del stream, cycle
+
+    def collect_while_the_registry_is_busy():
+        with REGISTRY._lock:  # as when an allocation under the lock sets off a collection
+            gc.collect()
+
+    worker = threading.Thread(target=collect_while_the_registry_is_busy, daemon=True)
+    worker.start()
+    worker.join(timeout=20)
+    print("deadlocked" if worker.is_alive() else "collected")
+
+asyncio.run(main())
+telemetry.force_flush()
+runs = [s for s in exporter.get_finished_spans() if s.name.startswith("invoke_workflow")]
+print([s.attributes.get("otel_agents.stop_reason") for s in runs])
+"""
+
+
+def test_a_run_the_collector_ends_while_the_registry_is_busy_does_not_deadlock() -> None:
+    """A stream dropped inside a reference cycle is ended by the garbage collector, which runs at
+    whatever allocation sets it off, one the registry makes under its own lock included."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", COLLECTED_WHILE_BUSY], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.stdout.splitlines()[:2] == ["collected", "['consumer_closed']"], done.stdout + done.stderr[-2000:]

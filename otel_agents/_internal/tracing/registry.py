@@ -97,7 +97,9 @@ class Registry:
         self._followed: OrderedDict[int, Trail] = OrderedDict()
         self._ended: deque[tuple[float, frozenset[int]]] = deque()
         self._ended_ids: set[int] = set()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        """Re-entrant: a stream dropped in a reference cycle ends its run (and so comes here) from
+        the garbage collector, which may run inside an allocation made under this very lock."""
         self.unplaced = 0
         """Spans whose cause's entry had been dropped: placed under their sender, outside run totals."""
 
