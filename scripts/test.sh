@@ -2,9 +2,10 @@
 # The whole test suite, from a fresh clone: creates .venv, installs what the tests need (Arize
 # Phoenix in its own .venv-phoenix, Debian's docker-compose, prometheus and alertmanager), runs
 # lint, the type check and pytest; then, only when no pytest arguments are given, the AutoGen- and
-# SDK-facing tests on the lowest supported versions (.venv-lowest), and the AutoGen-facing tests on
-# every AutoGen release between the lowest and the newest (.venv-autogen). The tests start and stop
-# their servers themselves, on 127.0.0.1. Extra arguments go to pytest.
+# SDK-facing tests on the lowest supported versions (.venv-lowest), the AutoGen-facing tests on
+# every AutoGen release between the lowest and the newest (.venv-autogen), and the tests that touch
+# the interpreter most on every newer Python this machine has (.venv-py3.N). The tests start and
+# stop their servers themselves, on 127.0.0.1. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh '[test]'
@@ -54,5 +55,28 @@ if [ $# -eq 0 ]; then
     .venv-autogen/bin/python -m pytest -q -p no:cacheprovider \
       tests/test_autogen_conventions.py tests/test_trace_shape.py tests/test_zero_code.py \
       tests/test_attribution.py tests/test_model_calls.py
+  done
+  # Newer Pythons (requires-python is >=3.11): each one found here (on PATH, or pyenv's), with the
+  # newest versions of everything; a machine with Python 3.11 only says it skipped them.
+  for version in $(sed -e '/^#/d' ci/pythons.txt); do
+    interpreter=""
+    for candidate in "$(command -v "python$version" || true)" "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$version".*/bin/"python$version"; do
+      if [ -n "$candidate" ] && [ -x "$candidate" ] && "$candidate" -c 'import ensurepip, venv' 2>/dev/null; then
+        interpreter=$candidate
+        break
+      fi
+    done
+    if [ -z "$interpreter" ]; then
+      echo "== Python $version: not on this machine, skipped"
+      continue
+    fi
+    [ -x ".venv-py$version/bin/python" ] || "$interpreter" -m venv ".venv-py$version"
+    ".venv-py$version/bin/python" -m pip install -q --disable-pip-version-check -e ".[test-core]"
+    echo "== Python $(".venv-py$version/bin/python" -c 'import platform; print(platform.python_version())')"
+    ".venv-py$version/bin/python" -m pytest -q -p no:cacheprovider \
+      tests/test_trace_shape.py tests/test_model_calls.py tests/test_zero_code.py tests/test_attribution.py \
+      tests/test_sdk_path.py tests/test_dropped_spans.py tests/test_autogen_conventions.py \
+      tests/test_generator_safety.py tests/test_shutdown.py tests/test_registry.py tests/test_store.py \
+      tests/test_cli.py tests/test_configure.py
   done
 fi

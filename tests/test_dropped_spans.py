@@ -148,6 +148,64 @@ def test_shutdown_gives_up_in_time_and_counts_what_was_still_queued() -> None:
     assert health.dropped_spans == 30 - BATCH + 1
 
 
+@pytest.fixture
+def no_new_threads(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
+    """Call it to make starting a thread fail as it does in exit handlers on Python 3.12 and later
+    (threads started before then, such as the SDK's batch worker, go on running)."""
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    return lambda: monkeypatch.setattr(threading.Thread, "start", refuse)
+
+
+def test_where_no_thread_can_start_shutdown_still_delivers_the_queue(no_new_threads: Callable[[], None]) -> None:
+    exporter = Hanging()
+    exporter.release.set()
+    provider, processor, health = pipeline(exporter, lambda guarded: BoundedBatchSpanProcessor(guarded, 5.0, QUEUE))
+    end_spans(provider, BATCH - 1)  # fewer than a batch: queued until shutdown
+    no_new_threads()
+    processor.shutdown()
+    assert exporter.exported == BATCH - 1 and exporter.shutdowns == 1
+    assert health.dropped_spans == 0
+
+
+def test_where_no_thread_can_start_shutdown_hands_nothing_over_after_its_deadline(
+    no_new_threads: Callable[[], None],
+) -> None:
+    """Shutdown runs in the exiting thread: the batch under way finishes (bounded by its exporter's
+    own timeout), and nothing is handed over after the deadline; what was not is counted."""
+    exporter = Hanging()
+    provider, processor, health = pipeline(exporter, lambda guarded: BoundedBatchSpanProcessor(guarded, 0.2, QUEUE))
+    stall_then_end(provider, exporter, 30)
+    release = threading.Timer(1.0, exporter.release.set)  # the hanging export returns after the deadline
+    release.start()
+    no_new_threads()
+    try:
+        processor.shutdown()
+    finally:
+        exporter.release.set()
+    assert exporter.exported == BATCH, "only the batch under way at the deadline"
+    assert health.dropped_spans == 30 - BATCH
+    assert exporter.shutdowns == 1
+
+
+def test_where_no_thread_can_start_the_pipelines_shutdown_still_delivers(
+    no_new_threads: Callable[[], None],
+) -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    telemetry = otel_agents.configure(span_exporter=exporter, store=False, set_global=False)
+    provider = telemetry.sdk_tracer_provider
+    assert isinstance(provider, TracerProvider)
+    end_spans(provider, 1)
+    no_new_threads()
+    telemetry.shutdown()
+    assert [s.name for s in exporter.get_finished_spans()] == ["span 0"]
+    assert telemetry.dropped_spans == 0
+
+
 def test_the_shutdown_warning_names_exactly_the_spans_never_delivered(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -8,7 +8,10 @@ Each exporter sits behind a `GuardedExporter` and a `BoundedBatchSpanProcessor`:
 - the processor counts the spans it was given, so that spans its bounded queue dropped, or that
   were still queued when shutdown gave up, are counted too (from public API only: the SDK's queue
   is not public, so while running that count is a lower bound, exact once the queue is full);
-- shutdown waits for the exporter's timeout plus a few seconds at most, never longer.
+- shutdown waits for the exporter's timeout plus a few seconds at most, never longer. At
+  interpreter exit on Python 3.12 and later no thread can be started: shutdown then runs in the
+  exiting thread, and batches not yet handed to the exporter by that time are refused (dropped and
+  counted); a batch under way then still takes up to its exporter's own timeout.
 """
 
 from __future__ import annotations
@@ -157,6 +160,7 @@ class GuardedExporter(SpanExporter):
         self._failing = False
         self._lock = threading.Lock()
         self._closed = False
+        self._closes_at: float | None = None
         self._shut_down = False
         self._exporting = 0
         self.handed_spans = 0
@@ -168,6 +172,8 @@ class GuardedExporter(SpanExporter):
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         with self._lock:
+            if self._closes_at is not None and time.monotonic() >= self._closes_at:
+                self._closed = True
             if self._closed:  # its processor counts these spans as dropped (not handed)
                 return SpanExportResult.FAILURE
             self.handed_spans += len(spans)
@@ -211,6 +217,11 @@ class GuardedExporter(SpanExporter):
         """Refuse every later batch, leaving `handed_spans` as it is now."""
         with self._lock:
             self._closed = True
+
+    def close_at(self, deadline: float) -> None:
+        """Refuse every batch handed over from `deadline` (`time.monotonic()`) on."""
+        with self._lock:
+            self._closes_at = deadline
 
     def shutdown(self) -> None:
         """Shut the exporter down, once (the SDK's shutdown and ours may both ask; an OTLP exporter
@@ -271,7 +282,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         self._ended = 0
         self._dropped = 0
         self._closed = False
-        self._stopping: tuple[threading.Thread, float] | None = None
+        self._stopping: tuple[threading.Thread | None, float] | None = None
         exporter.on_export = self._exporting
         _reset_in_forked_child.add(self)
 
@@ -325,12 +336,20 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         """The SDK's shutdown (export what is queued, shut the exporter down), given
         `shutdown_within_s` at most; what was not handed to the exporter by then is dropped."""
         with self._lock:
+            first = self._stopping is None
             if self._stopping is None:
-                thread = threading.Thread(target=_quietly, args=(self._batch.shutdown,), daemon=True)
-                thread.start()
-                self._stopping = (thread, time.monotonic() + self._shutdown_within_s)
+                deadline = time.monotonic() + self._shutdown_within_s
+                stopper = threading.Thread(target=_quietly, args=(self._batch.shutdown,), daemon=True)
+                # at interpreter exit (Python 3.12+) no thread starts: shut down here, below
+                self._stopping = (stopper if _started(stopper) else None, deadline)
             thread, deadline = self._stopping
-        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        if thread is not None:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        elif first:
+            # The SDK's shutdown in this thread: its worker (started with the processor) exports
+            # what is queued; from the deadline on, the exporter is handed nothing more.
+            self.guarded.close_at(deadline)
+            _quietly(self._batch.shutdown)
         self.close()
 
     def close(self) -> None:
@@ -386,13 +405,30 @@ def quiet_queue_full_logs() -> None:
 
 
 def shutdown_within(actions: Sequence[Any], seconds: float) -> None:
-    """Run shutdown actions side by side; return after `seconds` at most, whatever they do."""
-    threads = [threading.Thread(target=_quietly, args=(action,), daemon=True) for action in actions]
-    for thread in threads:
-        thread.start()
+    """Run shutdown actions side by side; return after `seconds` at most, whatever they do. Where
+    no thread can be started (at interpreter exit, Python 3.12+), the actions run here, one after
+    the other, each bounded on its own (a span processor of ours stops handing spans over at its
+    deadline)."""
     deadline = time.monotonic() + seconds
+    threads = []
+    for action in actions:
+        thread = threading.Thread(target=_quietly, args=(action,), daemon=True)
+        if _started(thread):
+            threads.append(thread)
+        else:
+            _quietly(action)
     for thread in threads:
         thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
+def _started(thread: threading.Thread) -> bool:
+    """Start `thread`; False where threads cannot be started any more: Python 3.12 and later
+    refuse new threads once the interpreter has begun to exit (exit handlers run after that)."""
+    try:
+        thread.start()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _quietly(action: Any) -> None:
