@@ -448,6 +448,58 @@ def test_configure_under_an_apps_global_provider_adds_to_it(tmp_path: Path) -> N
     assert "adds its exporters to it" in line
 
 
+UNINSTRUMENT_UNDER_AN_APP_PROVIDER = """
+import asyncio, collections, json, sys
+sys.path.insert(0, {root!r})
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from tests.support.teams import writers_room
+
+apps = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(apps))
+trace.set_tracer_provider(provider)  # the app (or the distro) owns the global provider
+
+import otel_agents
+
+async def names(team):
+    apps.clear()
+    await team.run(task="go")
+    return collections.Counter(" ".join(s.name.split()[:2]) for s in apps.get_finished_spans())
+
+async def main():
+    never = await names(writers_room(max_messages=3))
+    instrumentor = otel_agents.AutoGenInstrumentor()
+    instrumentor.instrument()
+    built_while_instrumented = writers_room(max_messages=3)
+    instrumentor.uninstrument()
+    return {{"never": never, "built_before": await names(built_while_instrumented),
+             "built_after": await names(writers_room(max_messages=3))}}
+
+print(json.dumps(asyncio.run(main())))
+"""
+
+
+def test_after_uninstrument_a_team_built_while_instrumented_records_as_autogen_does(tmp_path: Path) -> None:
+    """AutoGen's runtime keeps the tracer it took when it was built: after `uninstrument()` that
+    tracer starts AutoGen's own spans as the global provider would, dropping none."""
+    import json
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parents[1])
+    script = tmp_path / "app.py"
+    script.write_text(UNINSTRUMENT_UNDER_AN_APP_PROVIDER.format(root=root))
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["never"].get("autogen process", 0) > 0, "AutoGen records its runtime spans to the app's provider"
+    assert seen["built_before"] == seen["built_after"] == seen["never"]
+
+
 # --- review: the corners --------------------------------------------------------------------
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
 
+from otel_agents._internal.autogen import wrapping
 from otel_agents._internal.config.settings import RuntimeSpans, Settings, resolve_settings
 from otel_agents._internal.genai.loops import LoopLimits, ResolvedLimits
 from otel_agents._internal.genai.metrics import Instruments
@@ -183,10 +184,16 @@ def global_recording_provider() -> trace.TracerProvider:
     return provider.delegate() if isinstance(provider, _GlobalTracerProvider) else provider
 
 
-AUTOGEN_TRACERS = RunAwareTracerProvider(global_recording_provider, lambda: current(None).settings.runtime_spans)
+AUTOGEN_TRACERS = RunAwareTracerProvider(
+    global_recording_provider,
+    lambda: current(None).settings.runtime_spans,
+    passed_to=lambda: None if wrapping.active() else trace.get_tracer_provider(),
+)
 """What AutoGen's own tracers get when given no provider (the placement hook of `autogen.private`):
 a span of a run goes to that run's pipeline, under the span that caused it; any other span goes to
-the global provider, as it would without otel-agents."""
+the global provider, as it would without otel-agents. After `uninstrument()`, the tracers AutoGen
+took from it before (a runtime built while instrumented keeps its tracer) start every span as the
+global provider's own tracers would, as AutoGen's would had it never been instrumented."""
 
 
 def adopt(tracer_provider: trace.TracerProvider | None, meter_provider: metrics.MeterProvider | None) -> Telemetry:

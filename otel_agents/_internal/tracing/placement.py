@@ -157,6 +157,11 @@ class RunAwareTracer(trace.Tracer):
         set_status_on_exception: bool = True,
     ) -> Span:
         try:
+            passed_to = self._provider.passed_to()
+            if passed_to is not None:
+                return self._tracer_of(passed_to).start_span(
+                    name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
+                )
             return self._start_span(
                 name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
             )
@@ -367,6 +372,8 @@ class RuntimeTracer(RunAwareTracer):
         The cause is what the general path takes for a runtime span: the linked span, else the parent.
         """
         try:
+            if self._provider.passed_to() is not None:
+                return None
             cause = REGISTRY.lookup_links(links)
             if cause is None:
                 if links:  # a sender the registry does not know: the general path decides
@@ -511,9 +518,13 @@ class RunAwareTracerProvider(trace.TracerProvider):
         self,
         delegate: Callable[[], trace.TracerProvider],
         runtime_spans: Callable[[], RuntimeSpans],
+        passed_to: Callable[[], trace.TracerProvider | None] = lambda: None,
     ) -> None:
         self.delegate = delegate
         self.runtime_spans = runtime_spans
+        self.passed_to = passed_to
+        """None while its tracers place spans; else the provider whose tracers start every span
+        unchanged (for AutoGen's tracers after `uninstrument()`: what built before keeps them)."""
         self._tracers: dict[tuple[str, str | None, str | None], RunAwareTracer] = {}
 
     def accepts(self, run: Run) -> bool:
