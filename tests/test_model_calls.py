@@ -11,6 +11,7 @@ import pytest
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
 from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat
+from autogen_core.models import UserMessage
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
@@ -216,6 +217,28 @@ async def test_a_client_reporting_no_model_gives_a_plain_chat_span(capture: Capt
     assert tree.parent(call) is tree.one("invoke_agent solo")
     assert "otel_agents.cost.usd" not in tree.root.attributes, "an unpriced call: no made-up total"
     assert run_totals(tree) == (11, 2)
+
+
+@pytest.mark.parametrize("how", ["configure(instrument=False)", "uninstrument() then a tap"])
+async def test_only_tapped_runs_get_chat_spans_when_autogen_is_not_instrumented(how: str) -> None:
+    """Model calls are patched for `tap`; a call outside any tapped run stays untraced then."""
+    exporter = InMemorySpanExporter()
+    with otel_agents.configure(span_exporter=exporter, store=False, instrument=how == "uninstrument() then a tap"):
+        if how != "configure(instrument=False)":
+            otel_agents.AutoGenInstrumentor().uninstrument()
+        await drain(otel_agents.tap(AssistantAgent("tapped", model_client=replay(text("hi"))).run_stream(task="hi")))
+        await AssistantAgent("untapped", model_client=replay(text("hi"))).run(task="hi")
+        await replay(text("direct")).create([UserMessage(content="hi", source="user")])
+    spans = list(exporter.get_finished_spans())
+    chats = [s for s in spans if s.name == "chat"]
+    tapped_trace = {s.context.trace_id for s in spans if s.name == "invoke_workflow tapped"}
+    assert len(chats) == 1 and {chats[0].context.trace_id} == tapped_trace
+
+
+async def test_an_instrumented_autogen_gives_a_call_outside_any_run_its_own_span(capture: Capture) -> None:
+    await replay(text("direct", 5, 1)).create([UserMessage(content="hi", source="user")])
+    (call,) = [s for s in capture.spans() if s.name == "chat"]
+    assert call.parent is None and call.attributes["gen_ai.usage.input_tokens"] == 5
 
 
 async def test_unpriced_models_warn_once_and_count_their_tokens(

@@ -42,9 +42,13 @@ _every_run = False
 
 
 def trace_every_run(on: bool) -> None:
-    """Whether a run started outside any traced run is traced (True while instrumented)."""
+    """Whether a run started outside any traced run is traced (True while instrumented), and so a
+    model call made outside any run."""
     global _every_run
     _every_run = on
+    from otel_agents._internal.autogen import model_clients  # here: `import otel_agents` stays cheap
+
+    model_clients.trace_calls_outside_runs(on)
 
 
 _support: tuple[tuple[str, ...], str | None] | None = None
