@@ -3,10 +3,15 @@ dropped causes without losing the trace."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 import pytest
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.conditions import MaxMessageTermination
+from autogen_agentchat.teams import RoundRobinGroupChat
+from autogen_ext.models.replay import ReplayChatCompletionClient
 from opentelemetry import trace
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -18,7 +23,7 @@ from otel_agents._internal.tracing.registry import ENDED_RUNS_KEPT, NODES_PER_TR
 from tests.conftest import Capture
 from tests.support.metrics import points
 from tests.support.spans import one_trace
-from tests.support.teams import writers_room
+from tests.support.teams import MODEL_INFO, text, writers_room
 from tests.support.volleys import play
 
 
@@ -44,6 +49,60 @@ async def test_many_runs_leave_nothing_but_a_few_ended_runs_behind(
         await drain(otel_agents.tap(writers_room(max_messages=3).run_stream(task="go")))
         assert len(REGISTRY) == before, "a run's entries are released when it ends"
     assert REGISTRY.remembered_ended_spans == per_run * ENDED_RUNS_KEPT, "the last few runs' only"
+
+
+class Gated(ReplayChatCompletionClient):
+    """Replies only once `gate` is open, counting its calls."""
+
+    def __init__(self, gate: asyncio.Event, replies: list[str]) -> None:
+        super().__init__([text(r) for r in replies], model_info=MODEL_INFO)
+        self.gate = gate
+        self.calls = 0
+
+    async def create(self, *args: Any, **kwargs: Any) -> Any:
+        await self.gate.wait()
+        self.calls += 1
+        return await super().create(*args, **kwargs)
+
+
+async def test_a_team_finishing_after_its_consumer_left_adds_nothing_to_its_trace_while_other_runs_end(
+    capture: Capture,
+) -> None:
+    """AutoGen goes on with a team whose consumer left; what it does then is dropped, however many
+    other runs of a busy service end meanwhile."""
+    gate = asyncio.Event()
+    writer = Gated(gate, ["d1", "d2"])
+    critic = Gated(gate, ["n1"])
+    team = RoundRobinGroupChat(
+        [AssistantAgent("writer", model_client=writer), AssistantAgent("critic", model_client=critic)],
+        termination_condition=MaxMessageTermination(4),
+        name="left",
+    )
+    async for _ in team.run_stream(task="go"):
+        break  # the run ends here, as consumer_closed; AutoGen carries on in the background
+    for _ in range(16):  # other users' runs end meanwhile
+        await writers_room(max_messages=2).run(task="x")
+    gate.set()
+    deadline = time.monotonic() + 30
+    while writer.calls + critic.calls < 3:  # the team has finished in the background
+        assert time.monotonic() < deadline, "the team never finished"
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)
+    spans = capture.spans()
+    (run,) = [s for s in spans if s.name == "invoke_workflow left"]
+    late = [s.name for s in spans if s.context.trace_id == run.context.trace_id and s.start_time > run.end_time]
+    assert late == [], "nothing started after the run ended is recorded in its trace"
+    assert not [s for s in spans if s.name.startswith("invoke_agent ") and s.parent is None], "nor as traces of its own"
+
+
+async def test_the_ended_runs_remembered_are_bounded_by_their_span_ids_too(
+    capture: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    per_run = await one_run_remembered(monkeypatch)
+    monkeypatch.setattr(registry_module, "ENDED_SPANS_KEPT", per_run * 3 + 1)
+    for _ in range(6):
+        await drain(otel_agents.tap(writers_room(max_messages=3).run_stream(task="go")))
+    assert REGISTRY.remembered_ended_spans == per_run * 3, "the newest runs whose ids fit"
 
 
 async def test_ended_runs_are_forgotten_after_a_while(capture: Capture, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,9 +8,11 @@ started, which run that span belongs to, and under which turn (*anchor*) and wor
   `nested`), at most `NODES_PER_TRAIL`, least recently used dropped first. A span whose cause was
   dropped is placed under its sender in the same trace, outside the run's totals, and counted
   (`unplaced`, the metric `otel_agents.spans.unplaced`). Workflow spans are never dropped;
-- the span ids of the last `ENDED_RUNS_KEPT` ended runs, for at most `ENDED_KEPT_S` seconds, so
-  that late spans they cause (AutoGen acknowledging a message after the run span ended) are
-  dropped rather than started as traces of their own;
+- the span ids of the last `ENDED_RUNS_KEPT` ended runs (at most `ENDED_SPANS_KEPT` ids in all,
+  the oldest runs' forgotten first), for at most `ENDED_KEPT_S` seconds, so that late spans they
+  cause (AutoGen acknowledging a message, or finishing a team whose consumer left, after the run
+  span ended) are dropped rather than started as traces of their own, also in a service where many
+  other runs end meanwhile;
 - traces followed from other processes (gRPC) or from runtime spans outside any tapped run: at most
   `FOLLOWED_KEPT`, each forgotten after `FOLLOWED_IDLE_S` seconds without a span placed in it
   (checked whenever a trace starts being followed and whenever a run ends).
@@ -34,7 +36,8 @@ from otel_agents._internal.run.state import Run
 
 NODES_PER_TRAIL: Final = 1024
 """Placement entries kept per run or followed trace (least recently used dropped first)."""
-ENDED_RUNS_KEPT: Final = 8
+ENDED_RUNS_KEPT: Final = 64
+ENDED_SPANS_KEPT: Final = 8192
 ENDED_KEPT_S: Final = 30.0
 FOLLOWED_KEPT: Final = 64
 FOLLOWED_IDLE_S: Final = 300.0
@@ -193,7 +196,9 @@ class Registry:
 
     def _forget_ended(self, now: float) -> None:
         ended = self._ended
-        while ended and (len(ended) > ENDED_RUNS_KEPT or now - ended[0][0] > ENDED_KEPT_S):
+        while ended and (
+            len(ended) > ENDED_RUNS_KEPT or len(self._ended_ids) > ENDED_SPANS_KEPT or now - ended[0][0] > ENDED_KEPT_S
+        ):
             self._ended_ids.difference_update(ended.popleft()[1])
 
     # --- lookups -------------------------------------------------------------------------------
