@@ -308,3 +308,57 @@ def test_a_run_the_collector_ends_while_the_registry_is_busy_does_not_deadlock()
         [sys.executable, "-c", COLLECTED_WHILE_BUSY], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.stdout.splitlines()[:2] == ["collected", "['consumer_closed']"], done.stdout + done.stderr[-2000:]
+
+
+def test_a_stream_collected_in_another_thread_is_closed_on_its_own_event_loop(capture: Capture) -> None:
+    """Two threads, each with its event loop. A stream left in a reference cycle in thread A is
+    freed by a collection that thread B happens to set off: the stream's cleanup runs on loop A, as
+    Python closes a dropped async generator, never on loop B (AutoGen's cleanup there touched loop
+    A's futures from thread B)."""
+    import gc
+    import threading
+
+    cleaned_up_in: list[str] = []
+    dropped, collected = threading.Event(), threading.Event()
+
+    async def items() -> AsyncGenerator[int, None]:
+        try:
+            for i in range(3):
+                yield i
+        finally:
+            cleaned_up_in.append(threading.current_thread().name)
+
+    async def consumer() -> None:
+        cycle: dict[str, Any] = {}
+        cycle["self"] = cycle
+        cycle["stream"] = otel_agents.tap(items())
+        async for _ in cycle["stream"]:
+            break
+        del cycle
+        dropped.set()
+        collected.wait(timeout=10)  # loop A is held while thread B collects and runs its own loop
+        for _ in range(20):
+            await asyncio.sleep(0)
+
+    async def collector() -> None:
+        dropped.wait(timeout=10)
+        gc.collect()
+        for _ in range(20):
+            await asyncio.sleep(0)
+        collected.set()
+
+    gc.disable()
+    try:
+        threads = [
+            threading.Thread(target=asyncio.run, args=(consumer(),), name="A"),
+            threading.Thread(target=asyncio.run, args=(collector(),), name="B"),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+    finally:
+        gc.enable()
+    assert cleaned_up_in == ["A"]
+    (run,) = [s for s in capture.spans() if s.name.startswith("invoke_workflow")]
+    assert (run.attributes or {})["otel_agents.stop_kind"] == "consumer_closed"

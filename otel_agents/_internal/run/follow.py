@@ -65,7 +65,19 @@ class RunStream(Generic[T]):
     is cancelled. `kind` says what the recorder is (a run, a team nested in one, or nothing).
     """
 
-    __slots__ = ("_cancel", "_done", "_own", "_recorder", "_start", "_started", "_stream", "kind", "name", "runner")
+    __slots__ = (
+        "_cancel",
+        "_done",
+        "_loop",
+        "_own",
+        "_recorder",
+        "_start",
+        "_started",
+        "_stream",
+        "kind",
+        "name",
+        "runner",
+    )
 
     def __init__(
         self,
@@ -88,6 +100,8 @@ class RunStream(Generic[T]):
         self._recorder: Recorder | None = None
         self._own: contextvars.Context | None = None
         """The context the inner stream runs in (made at the first item)."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The event loop the stream is iterated in (known at the first item)."""
         self._started = False
         self._done = False
 
@@ -125,6 +139,7 @@ class RunStream(Generic[T]):
 
     def _begin(self) -> None:
         self._started = True
+        self._loop = asyncio.get_running_loop()
         start, self._start = self._start, None
         if start is not None:
             try:
@@ -166,7 +181,7 @@ class RunStream(Generic[T]):
             return
         self._done = True
         recorder = self._recorder
-        cancelled_by_us = self._leave()
+        cancelled_by_us = _leave(recorder, self._cancel)
         try:
             aclose = getattr(self._stream, "aclose", None)
             if aclose is not None:
@@ -181,35 +196,58 @@ class RunStream(Generic[T]):
             if recorder is not None:
                 _safely("end a span", recorder.end)
 
-    def _leave(self) -> bool:
-        """The consumer left: say so, and cancel the team when we hold its token."""
-        if self._recorder is not None:
-            self._recorder.stopped(CONSUMER_CLOSED)
-        if self._cancel is not None:
-            _safely("cancel the team", self._cancel)
-            return True
-        return False
-
     def __del__(self) -> None:
         # Dropped without being closed: a `break`, a `return` or an exception out of the loop body.
         if self._done or not self._started:
             return  # a stream never iterated: Python finalises the inner stream as it would anyway
         self._done = True
+        loop = self._loop
         try:
-            self._leave()
-        finally:
-            if self._recorder is not None:
-                _safely("end a span", self._recorder.end)
-        aclose = getattr(self._stream, "aclose", None)
-        if aclose is None or self._own is None:
+            here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # no loop in this thread
+            here = None
+        if loop is not None and loop is not here and loop.is_running():
+            # Collected in another thread (the garbage collector runs wherever it is set off): the
+            # stream's own loop ends the run and closes the stream, as Python's own finaliser of an
+            # async generator does; nothing of it is touched from here.
+            try:
+                loop.call_soon_threadsafe(_dropped, self._recorder, self._cancel, self._stream, self._own, loop)
+            except RuntimeError:  # that loop closed meanwhile: Python finalises the stream
+                pass
             return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # no loop in this thread (dropped late): Python finalises the stream
-            return
-        task = loop.create_task(_close(self._own, aclose))
-        _closing.add(task)
-        task.add_done_callback(_closing.discard)
+        _dropped(self._recorder, self._cancel, self._stream, self._own, here)
+
+
+def _leave(recorder: Recorder | None, cancel: Callable[[], None] | None) -> bool:
+    """The consumer left: say so, and cancel the team when we hold its token (True then)."""
+    if recorder is not None:
+        recorder.stopped(CONSUMER_CLOSED)
+    if cancel is not None:
+        _safely("cancel the team", cancel)
+        return True
+    return False
+
+
+def _dropped(
+    recorder: Recorder | None,
+    cancel: Callable[[], None] | None,
+    stream: AsyncIterator[Any],
+    own: contextvars.Context | None,
+    loop: asyncio.AbstractEventLoop | None,
+) -> None:
+    """A stream dropped unclosed: its run ends now, and the stream is closed in a task of `loop`
+    (None: no loop runs here, the stream was dropped late; Python finalises it)."""
+    try:
+        _leave(recorder, cancel)
+    finally:
+        if recorder is not None:
+            _safely("end a span", recorder.end)
+    aclose = getattr(stream, "aclose", None)
+    if aclose is None or own is None or loop is None:
+        return
+    task = loop.create_task(_close(own, aclose))
+    _closing.add(task)
+    task.add_done_callback(_closing.discard)
 
 
 async def _close(own: contextvars.Context, aclose: Callable[[], Awaitable[object]]) -> None:
