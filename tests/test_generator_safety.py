@@ -362,3 +362,40 @@ def test_a_stream_collected_in_another_thread_is_closed_on_its_own_event_loop(ca
     assert cleaned_up_in == ["A"]
     (run,) = [s for s in capture.spans() if s.name.startswith("invoke_workflow")]
     assert (run.attributes or {})["otel_agents.stop_kind"] == "consumer_closed"
+
+
+async def test_a_traced_run_stream_is_an_async_generator_as_autogens_is(capture: Capture) -> None:
+    import collections.abc
+
+    stream = writers_room(max_messages=3).run_stream(task="go")
+    assert isinstance(stream, collections.abc.AsyncGenerator)
+    first = await stream.asend(None)
+    assert getattr(first, "content", None) == "go"
+    with pytest.raises(ValueError, match="enough"):
+        await stream.athrow(ValueError("enough"))
+    await stream.aclose()
+    (run,) = [s for s in capture.spans() if s.name.startswith("invoke_workflow")]
+    assert (run.attributes or {})["otel_agents.stop_reason"] == "error: ValueError"
+
+
+async def test_athrow_into_a_tapped_iterator_without_one_raises_it_and_marks_the_run(capture: Capture) -> None:
+    class Items:
+        def __init__(self) -> None:
+            self.left = [1, 2, 3]
+
+        def __aiter__(self) -> Items:
+            return self
+
+        async def __anext__(self) -> int:
+            if not self.left:
+                raise StopAsyncIteration
+            return self.left.pop(0)
+
+    stream = otel_agents.tap(Items())
+    assert await stream.asend(None) == 1
+    with pytest.raises(TypeError, match="takes no sent values"):
+        await stream.asend("a value")
+    with pytest.raises(ValueError, match="enough"):
+        await stream.athrow(ValueError("enough"))
+    (run,) = [s for s in capture.spans() if s.name.startswith("invoke_workflow")]
+    assert (run.attributes or {})["otel_agents.stop_kind"] == "error"

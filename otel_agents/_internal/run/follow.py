@@ -1,11 +1,13 @@
 """Following an async stream on behalf of a recorder: items unchanged, contexts kept straight, and
 nothing lost when the consumer leaves.
 
-`RunStream` is an async iterator, not an async generator, on purpose. When a consumer `break`s out
-of `async for item in team.run_stream(...)`, Python drops the iterator at once; an async generator
-would be finalised later by the event loop (in another task, or cancelled at `asyncio.run`'s end),
-so the run span would end late, as `cancelled`. `RunStream` ends the run (`consumer_closed`) when
-it is dropped, before the statement after the loop runs, and closes the inner stream in a task.
+`RunStream` is an object with the async generator protocol (`asend`, `athrow`, `aclose`), not a
+native async generator, on purpose. When a consumer `break`s out of `async for item in
+team.run_stream(...)`, Python drops the iterator at once; a native async generator would be
+finalised later by the event loop (in another task, or cancelled at `asyncio.run`'s end), so the
+run span would end late, as `cancelled`. `RunStream` ends the run (`consumer_closed`) when it is
+dropped, before the statement after the loop runs, and closes the inner stream in a task (of the
+loop it was iterated in, whichever thread drops it).
 
 The inner stream runs in a `contextvars.Context` of its own (a copy of the consumer's at the first
 item, with the run's span current), stepped in it each time the consumer asks for an item. So
@@ -132,7 +134,7 @@ class RunStream(Generic[T]):
 
         self._cancel = both
 
-    # --- the async iterator ------------------------------------------------------------------
+    # --- the async generator protocol -------------------------------------------------------
 
     def __aiter__(self) -> RunStream[T]:
         return self
@@ -151,14 +153,42 @@ class RunStream(Generic[T]):
             own.run(otel_context.attach, self._recorder.context)  # the run's span, current in there only
         self._own = own
 
-    async def __anext__(self) -> T:
+    def __anext__(self) -> Awaitable[T]:
+        return self._advance(self._stream.__anext__)
+
+    def asend(self, value: Any) -> Awaitable[T]:
+        """As an async generator's: `asend(None)` is the next item; a value goes to the inner
+        stream's own `asend` (an async generator's)."""
+        if value is None:
+            return self._advance(self._stream.__anext__)
+        asend = getattr(self._stream, "asend", None)
+        if asend is None:
+            raise TypeError(f"{type(self._stream).__name__} takes no sent values")
+        return self._advance(lambda: asend(value))
+
+    def athrow(self, typ: Any, val: Any = None, tb: Any = None) -> Awaitable[T]:
+        """As an async generator's: the exception is thrown into the inner stream (raised where it
+        waits), and what comes of it is recorded as any item or end."""
+        args = (typ,) if val is None and tb is None else (typ, val, tb)
+        athrow = getattr(self._stream, "athrow", None)
+        if athrow is not None:
+            return self._advance(lambda: athrow(*args))
+
+        async def raise_it() -> T:  # an async iterator with no athrow: as if it raised it
+            error = typ if isinstance(typ, BaseException) else typ(*(() if val is None else (val,)))
+            raise error.with_traceback(tb) if tb is not None else error
+
+        return self._advance(raise_it)
+
+    async def _advance(self, step: Callable[[], Awaitable[T]]) -> T:
+        """The next item from `step` (run in the stream's own context), recorded; or its end."""
         if self._done:
             raise StopAsyncIteration
         if not self._started:
             self._begin()
         recorder = self._recorder
         try:
-            item: T = await _InContext(self._own, self._stream.__anext__)
+            item: T = await _InContext(self._own, step)
         except BaseException as exc:  # reported, then raised unchanged
             self._done = True
             if isinstance(exc, asyncio.CancelledError):

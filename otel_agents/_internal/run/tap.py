@@ -41,7 +41,8 @@ def tap(
     The run becomes one trace rooted at `invoke_workflow {team name}` (a child of the span current
     here, if any), with a `message {source}` span per streamed item. `team` names the workflow when
     it cannot be read from the stream; `telemetry=None` means the latest `configure()`'s. The
-    result is an async iterator with `aclose()`: leaving the loop early ends the run at once.
+    result is an async generator (`asend`, `athrow`, `aclose`): leaving the loop early ends the run
+    at once.
     """
     _check_stream(stream)
     resolved = current(telemetry)
