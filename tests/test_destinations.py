@@ -105,6 +105,18 @@ def test_exporters_are_built_for_the_protocol(tmp_path: Path) -> None:
         exporter.shutdown()
 
 
+@pytest.mark.parametrize(
+    ("env", "store"),
+    [
+        ({"XDG_DATA_HOME": "/data", "HOME": "/home/me"}, "/data/otel-agents/store"),
+        ({"HOME": "/home/me"}, "/home/me/.local/share/otel-agents/store"),
+        ({"XDG_DATA_HOME": " ", "HOME": "/home/me"}, "/home/me/.local/share/otel-agents/store"),
+    ],
+)
+def test_the_default_store_is_in_the_user_data_directory_the_environment_names(env: dict[str, str], store: str) -> None:
+    assert resolve_settings(environ=env).store_dir == Path(store)
+
+
 def test_a_given_exporter_replaces_the_default_destination(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     with otel_agents.configure(span_exporter=InMemorySpanExporter(), set_global=False) as telemetry:

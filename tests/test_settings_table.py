@@ -17,7 +17,7 @@ from otel_agents._internal.config.params import PARAMS, VARIABLES, Param
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = Path(otel_agents.__file__).resolve().parent
-FREE_TEXT = frozenset({"OTEL_SERVICE_NAME", "OTEL_AGENTS_STORE", "XDG_DATA_HOME"})
+FREE_TEXT = frozenset({"OTEL_SERVICE_NAME", "OTEL_AGENTS_STORE", "XDG_DATA_HOME", "HOME"})
 """Variables whose every non-blank text is a valid value (a name, a directory)."""
 
 

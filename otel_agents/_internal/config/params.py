@@ -125,6 +125,11 @@ def _directory(name: str, text: str) -> Path:
     return Path(text)
 
 
+def _data_home(name: str, text: str) -> Path:
+    """The user data directory that `XDG_DATA_HOME`, else `HOME`, names."""
+    return Path(text) if name != "HOME" else Path(text) / ".local" / "share"
+
+
 def _boolean(name: str, text: str) -> bool:
     lowered = text.lower()
     if lowered in ("true", "false"):
@@ -645,9 +650,10 @@ STORE_MAX_MB: Final = Param[float](
 )
 DATA_HOME: Final = Param[Path](
     setting="embedded store",
-    variables=("XDG_DATA_HOME",),
-    parse=_directory,
-    kind="a directory; unset: ~/.local/share",
+    variables=("XDG_DATA_HOME", "HOME"),
+    parse=_data_home,
+    kind="the user data directory: $XDG_DATA_HOME, else $HOME/.local/share (neither set: the "
+    "password database's home directory)",
 )
 PRICES: Final[Param[Mapping[str, Price]]] = Param(
     setting="prices",

@@ -165,8 +165,9 @@ def _with_path(base: str, signal: str, grpc: bool) -> str:
 
 
 def default_store_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """`$XDG_DATA_HOME/otel-agents/store`, else `~/.local/share/otel-agents/store`."""
+    """`$XDG_DATA_HOME/otel-agents/store`, else `$HOME/.local/share/otel-agents/store`."""
     base = DATA_HOME.from_environ(environment() if environ is None else environ)
+    # neither variable set: the home directory the password database gives (HOME is unset here)
     root = base if base is not None else Path.home() / ".local" / "share"
     return root / "otel-agents" / "store"
 
