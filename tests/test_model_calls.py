@@ -329,6 +329,9 @@ async def test_prices_argument_reaches_the_chat_spans(tmp_path: Path, openai_ser
         ("{not json", ".json", "is not valid JSON"),
         ("[gpt-x\ninput = 1", ".toml", "is not valid TOML"),
         ('["a", "b"]', ".json", "must map model names to prices"),
+        ('{"gpt-x": {"input": Infinity, "output": 1}}', ".json", "entry 'gpt-x': input=inf is not a price"),
+        ('{"gpt-x": {"input": 1, "output": 1e400}}', ".json", "entry 'gpt-x': output=inf is not a price"),
+        ('{"gpt-x": {"input": NaN, "output": 1}}', ".json", "entry 'gpt-x': input=nan is not a price"),
     ],
 )
 def test_a_malformed_price_file_is_refused_naming_file_and_entry(
@@ -342,6 +345,14 @@ def test_a_malformed_price_file_is_refused_naming_file_and_entry(
     with pytest.raises(ConfigError) as from_env:
         load_prices(None, environ={"OTEL_AGENTS_PRICES": str(path)})
     assert "OTEL_AGENTS_PRICES" in str(from_env.value) and message in str(from_env.value)
+
+
+def test_a_price_file_that_is_not_utf8_is_refused_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "prices.json"
+    path.write_bytes('{"caf\u00e9": {"input": 1, "output": 1}}'.encode("latin-1"))
+    with pytest.raises(ConfigError, match="is not UTF-8 text") as raised:
+        load_prices(path, environ={})
+    assert str(path) in str(raised.value)
 
 
 def test_a_missing_price_file_is_refused(tmp_path: Path) -> None:

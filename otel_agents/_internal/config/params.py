@@ -15,6 +15,7 @@ The README's settings table is checked against `PARAMS` by tests/test_settings_t
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -144,8 +145,8 @@ def _number(*, integer: bool = False, minimum: float = 0) -> Callable[[str, str]
         except ValueError:
             kind = "a whole number" if integer else "a number"
             raise ConfigError(f"{name}={text!r}: expected {kind}") from None
-        if number < minimum or number != number:
-            raise ConfigError(f"{name}={text!r}: expected a number of at least {minimum:g}")
+        if not math.isfinite(number) or number < minimum:  # NaN and infinities too
+            raise ConfigError(f"{name}={text!r}: expected a finite number of at least {minimum:g}")
         return number
 
     return parse
@@ -572,6 +573,10 @@ def _otlp(signal: Literal["traces", "metrics"]) -> Otlp:
 OTLP_TRACES: Final = _otlp("traces")
 OTLP_METRICS: Final = _otlp("metrics")
 
+SDK_MAX_QUEUE_SIZE: Final = 2048
+"""Spans the SDK's batch processor holds when `OTEL_BSP_MAX_QUEUE_SIZE` is unset."""
+SDK_MAX_EXPORT_BATCH_SIZE: Final = 512
+"""Spans it exports at once when `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` is unset; never more than the queue."""
 BATCHING: Final = tuple(
     Param[int](
         setting="batching",

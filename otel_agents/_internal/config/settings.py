@@ -37,6 +37,8 @@ from otel_agents._internal.config.params import (
     RESOURCE_ATTRIBUTES,
     RUNTIME_SPANS,
     SDK_DISABLED,
+    SDK_MAX_EXPORT_BATCH_SIZE,
+    SDK_MAX_QUEUE_SIZE,
     SERVICE_NAME,
     STORE,
     STORE_MAX_MB,
@@ -101,6 +103,22 @@ class Settings:
 
 
 _SPAN_QUEUE_SIZE: Final = next(p for p in BATCHING if p.variables == ("OTEL_BSP_MAX_QUEUE_SIZE",))
+_SPAN_BATCH_SIZE: Final = next(p for p in BATCHING if p.variables == ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE",))
+
+
+def _batching(env: Mapping[str, str]) -> int | None:
+    """The span queue size set, if any, once every batching variable is checked (the SDK refuses an
+    export batch larger than its queue with a bare ValueError: refused here, named)."""
+    for param in BATCHING:
+        param.from_environ(env)
+    queue = _SPAN_QUEUE_SIZE.from_environ(env)
+    batch = _SPAN_BATCH_SIZE.from_environ(env)
+    if (batch or SDK_MAX_EXPORT_BATCH_SIZE) > (queue or SDK_MAX_QUEUE_SIZE):
+        raise ConfigError(
+            f"OTEL_BSP_MAX_EXPORT_BATCH_SIZE={batch or SDK_MAX_EXPORT_BATCH_SIZE} is more than "
+            f"OTEL_BSP_MAX_QUEUE_SIZE={queue or SDK_MAX_QUEUE_SIZE}: a batch must fit in the queue"
+        )
+    return queue
 
 
 def _service_name(argument: object, environ: Mapping[str, str]) -> str:
@@ -230,9 +248,9 @@ def resolve_settings(
     disabled = SDK_DISABLED.value(None, env)
     resolved_runtime_spans = RUNTIME_SPANS.value(runtime_spans, env)
     name = _service_name(service_name, env)
-    sdk_only: tuple[Param[Any], ...] = (TRACES_SAMPLER, TRACES_SAMPLER_ARG, *BATCHING)
-    for param in sdk_only:
+    for param in (TRACES_SAMPLER, TRACES_SAMPLER_ARG):
         param.from_environ(env)  # validated here; the SDK reads them itself
+    span_queue_size = _batching(env)
 
     content = _content(capture_content, redact, env)
     header_map = OTLP_TRACES.headers.checked(headers) if headers is not None else None
@@ -275,7 +293,7 @@ def resolve_settings(
         prometheus=prometheus_at,
         exporter_timeout_s=OTLP_TRACES.timeout.value(None, env),
         metric_attributes=metric_attributes,
-        span_queue_size=_SPAN_QUEUE_SIZE.from_environ(env),
+        span_queue_size=span_queue_size,
     )
 
 

@@ -32,6 +32,7 @@ from opentelemetry.trace import Status
 
 from otel_agents._internal import keys as sc
 from otel_agents._internal.autogen import conventions as ag
+from otel_agents._internal.config.params import SDK_MAX_QUEUE_SIZE
 from otel_agents._internal.config.settings import Settings
 from otel_agents._internal.genai.content import ContentPolicy
 
@@ -51,8 +52,6 @@ _CONTENT_ATTRIBUTES: Final = ag.RUNTIME_CONTENT_ATTRIBUTES | frozenset(
 )
 SHUTDOWN_GRACE_S: Final = 3.0
 """Added to the exporter timeout: how long shutdown may take at most (the contract says + 5 s)."""
-DEFAULT_MAX_QUEUE_SIZE: Final = 2048
-"""Spans a batch processor holds when `OTEL_BSP_MAX_QUEUE_SIZE` is unset (the SDK's default)."""
 
 
 @dataclass(eq=False)  # compared and hashed as itself (kept in a WeakSet)
@@ -272,7 +271,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
     """
 
     def __init__(
-        self, exporter: GuardedExporter, shutdown_within_s: float, max_queue_size: int = DEFAULT_MAX_QUEUE_SIZE
+        self, exporter: GuardedExporter, shutdown_within_s: float, max_queue_size: int = SDK_MAX_QUEUE_SIZE
     ) -> None:
         self.guarded = exporter
         self.max_queue_size = max_queue_size
@@ -447,7 +446,7 @@ def make_processor(
     processor = BoundedBatchSpanProcessor(
         guarded,
         settings.exporter_timeout_s + SHUTDOWN_GRACE_S,
-        settings.span_queue_size or DEFAULT_MAX_QUEUE_SIZE,
+        settings.span_queue_size or SDK_MAX_QUEUE_SIZE,
     )
     health.processors.append(processor)
     return processor

@@ -8,6 +8,7 @@ A model with no price gets no cost (never a made-up 0).
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -139,8 +140,8 @@ def _entry(source: str, model: object, value: object) -> Price:
                 continue
             raise ConfigError(f"{source}: entry {model!r}: missing {key!r}")
         number = value[key]
-        if isinstance(number, bool) or not isinstance(number, (int, float)) or number < 0 or number != number:
-            raise ConfigError(f"{source}: entry {model!r}: {key}={number!r} is not a price (a number >= 0)")
+        if isinstance(number, bool) or not isinstance(number, (int, float)) or not 0 <= number < math.inf:
+            raise ConfigError(f"{source}: entry {model!r}: {key}={number!r} is not a price (a finite number >= 0)")
         numbers[key] = float(number)
     return Price(numbers["input"], numbers["output"], numbers.get("cached_input"))
 
@@ -150,6 +151,8 @@ def _read_file(path: Path, source: str) -> Mapping[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigError(f"{source}: cannot read {str(path)!r}: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{source}: {str(path)!r} is not UTF-8 text (byte {error.start})") from None
     try:
         if path.suffix.lower() == ".toml":
             import tomllib
