@@ -167,11 +167,24 @@ def test_unknown_and_ambiguous_runs_exit_2(demo_store: tuple[Path, Any], tmp_pat
     assert_one_line_error(cli("--store", str(store), "export", "abc", "--endpoint", "http://127.0.0.1:9"), 2, "no run")
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["runs"], ["show", "abc"], ["cost", "--by", "team"], ["export", "abc", "--endpoint", "http://127.0.0.1:9"]],
+    ids=" ".join,
+)
+def test_a_store_that_cannot_be_read_is_a_failure_at_run_time_exit_1(tmp_path: Path, command: list[str]) -> None:
+    (tmp_path / "spans.sqlite3").write_bytes(b"not a database, not at all" * 100)
+    assert_one_line_error(cli("--store", str(tmp_path), *command), 1, "cannot read the store")
+
+
 def test_bad_usage_exits_2_in_one_line(tmp_path: Path) -> None:
     assert_one_line_error(cli("frobnicate"), 2, "invalid choice")
     assert_one_line_error(cli("runs", "--limit", "0"), 2, "--limit 0")
     assert_one_line_error(cli("runs", "--limit", "many"), 2, "invalid int value")
     assert_one_line_error(cli("export"), 2, "one of the arguments")
+    assert_one_line_error(
+        cli("--store", str(tmp_path), "cost", "--by", "team", "--since", "9" * 20 + "w"), 2, "--since"
+    )
     done = cli("--store", str(tmp_path), "export", "--all", env={"OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon"})
     assert_one_line_error(done, 2, "OTEL_EXPORTER_OTLP_PROTOCOL='carrier-pigeon'")
 

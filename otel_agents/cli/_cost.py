@@ -39,12 +39,20 @@ _UNITS: Final = {"m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
 _SINCE: Final = re.compile(r"(\d+)([mhdw])")
 
 
+_SINCE_MAX_S: Final = 100 * 366 * 86_400
+"""The longest `--since` taken: a century, already before any span (nanoseconds since 1970 stay
+within SQLite's integers)."""
+
+
 def parse_since(text: str) -> int:
-    """`30m`, `24h`, `7d`, `2w` as seconds; ValueError otherwise."""
+    """`30m`, `24h`, `7d`, `2w` as seconds, at most a century; ValueError otherwise."""
     match = _SINCE.fullmatch(text.strip())
     if match is None or int(match.group(1)) == 0:
         raise ValueError(f"--since {text!r}: expected a positive number and a unit (m, h, d or w), e.g. 30m, 24h, 7d")
-    return int(match.group(1)) * _UNITS[match.group(2)]
+    seconds = int(match.group(1)) * _UNITS[match.group(2)]
+    if seconds > _SINCE_MAX_S:
+        raise ValueError(f"--since {text!r}: at most a century (for everything, leave --since out)")
+    return seconds
 
 
 def micro(cost_usd: float) -> int:

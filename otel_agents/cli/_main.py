@@ -100,14 +100,14 @@ def _runs(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from otel_agents._internal.export.store import StoreError, run_subtree
+    from otel_agents._internal.export.store import RunNotFound, run_subtree
 
     from ._render import console, trace_json, trace_tree
 
     store = _existing_store(args.store)
     try:
         run = store.find_run(args.run)
-    except StoreError as error:
+    except RunNotFound as error:  # a store that cannot be read is a failure at run time
         raise UsageError(str(error)) from None
     spans = run_subtree(run.run_id, store.spans(run.trace_id))
     others = (
@@ -158,7 +158,7 @@ def _export(args: argparse.Namespace) -> int:
     from otel_agents._internal.config.settings import resolve_settings
     from otel_agents._internal.export.exporters import otlp_span_exporter
     from otel_agents._internal.export.replay import readable_spans
-    from otel_agents._internal.export.store import StoreError
+    from otel_agents._internal.export.store import RunNotFound
 
     store = _existing_store(args.store)
     if args.all:
@@ -166,7 +166,7 @@ def _export(args: argparse.Namespace) -> int:
     else:
         try:
             run = store.find_run(args.run)
-        except StoreError as error:
+        except RunNotFound as error:  # a store that cannot be read is a failure at run time
             raise UsageError(str(error)) from None
         spans = store.spans(run.trace_id)
     settings = resolve_settings(endpoint=args.endpoint, protocol=args.protocol, store=False)

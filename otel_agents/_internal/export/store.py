@@ -88,6 +88,10 @@ class StoreError(Exception):
     """The store cannot be read, or a run is not in it."""
 
 
+class RunNotFound(StoreError):
+    """No run, or more than one, answers to the id asked for (or it is not an id)."""
+
+
 class StoreVersionError(StoreError):
     """The store was made by a newer otel-agents (a schema version above ours): refused."""
 
@@ -464,17 +468,18 @@ class Store:
         return calls
 
     def find_run(self, prefix: str) -> StoredRun:
-        """The run whose id starts with `prefix`; StoreError when none or several do."""
+        """The run whose id starts with `prefix`; RunNotFound when none or several do (StoreError
+        when the store cannot be read)."""
         cleaned = prefix.strip().lower()
         if not cleaned or any(c not in "0123456789abcdef" for c in cleaned):
-            raise StoreError(f"{prefix!r} is not a run id (hexadecimal)")
+            raise RunNotFound(f"{prefix!r} is not a run id (hexadecimal)")
         rows = self._read(
             f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id LIKE ? ORDER BY started_ns DESC LIMIT 2", (cleaned + "%",)
         )
         if not rows:
-            raise StoreError(f"no run {prefix!r} in the store at {self.directory}")
+            raise RunNotFound(f"no run {prefix!r} in the store at {self.directory}")
         if len(rows) > 1:
-            raise StoreError(f"run id prefix {prefix!r} is ambiguous; give more characters")
+            raise RunNotFound(f"run id prefix {prefix!r} is ambiguous; give more characters")
         return StoredRun(*rows[0])
 
     def spans(self, trace_id: str | None = None) -> list[StoredSpan]:
