@@ -86,6 +86,8 @@ def test_signal_protocol_wins_over_the_generic_one() -> None:
         ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, {"store": "/tmp/s"}, ("otlp", "store"), True),
         ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_AGENTS_STORE": "/tmp/s"}, {}, ("otlp", "store"), True),
         ({"OTEL_AGENTS_STORE": "/tmp/s", "OTEL_TRACES_EXPORTER": "none"}, {}, (), False),
+        ({"OTEL_TRACES_EXPORTER": "none"}, {"store": "/tmp/s"}, ("store",), True),
+        ({"OTEL_TRACES_EXPORTER": "none"}, {"store": True}, ("store",), True),
         ({}, {"span_exporter_given": True}, (), False),
         ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, {"span_exporter_given": True}, (), False),
     ],

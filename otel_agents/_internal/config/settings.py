@@ -268,7 +268,9 @@ def resolve_settings(
         chosen = traces_env if traces_env is not None else (("otlp",) if traces.endpoint else ())
         traces_exporters = [e for e in chosen if e != "none"]
     wanted = store_explicit or (not span_exporter_given and not traces_exporters)
-    if store_at is not None and traces_env != ("none",) and wanted:
+    # OTEL_TRACES_EXPORTER=none turns the store off too, unless the argument asks for it (arguments win)
+    switched_off = traces_env == ("none",) and (store is None or store is False)
+    if store_at is not None and not switched_off and wanted:
         traces_exporters.append("store")
     else:
         store_at = None
