@@ -138,6 +138,15 @@ async def test_with_capture_on_content_is_recorded_and_bounded(
         if "…" in c.attributes["gen_ai.input.messages"]
     ]
     assert cut, "the later calls' inputs were longer than 400 characters, and were cut"
+    tool_error = tree.one("execute_tool explode")
+    texts = [
+        str(value)
+        for event in tool_error.events
+        for key, value in (event.attributes or {}).items()
+        if key in ("exception.message", "exception.stacktrace")
+    ]
+    assert any("Traceback" in text for text in texts), "the stack trace is content, recorded with capture on"
+    assert all(len(text) <= 400 for text in [*texts, tool_error.status.description or ""]), "and bounded too"
 
 
 async def test_event_modes_put_content_in_events(

@@ -88,8 +88,6 @@ def scrub(span: ReadableSpan, policy: ContentPolicy) -> ReadableSpan:
     """The span without user content the policy does not let out (the same object if it has none)."""
     attributes = span.attributes or {}
     if policy.enabled:
-        if policy.redact is None:
-            return span
         return _redacted(span, policy)
     has_content = not _CONTENT_ATTRIBUTES.isdisjoint(attributes)
     events = span.events
@@ -110,7 +108,8 @@ def scrub(span: ReadableSpan, policy: ContentPolicy) -> ReadableSpan:
 
 
 def _redacted(span: ReadableSpan, policy: ContentPolicy) -> ReadableSpan:
-    """With capture on and a redact function: exception texts and status descriptions redacted too."""
+    """With capture on: exception texts and status descriptions (AutoGen's spans carry them too)
+    redacted, when there is a redact function, and cut to the size limit, as all content is."""
     exception_texts = any(key in _EXCEPTION_TEXT for event in span.events for key in (event.attributes or {}))
     if not exception_texts and not span.status.description:
         return span
