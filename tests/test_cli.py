@@ -203,6 +203,14 @@ def test_export_to_an_unreachable_endpoint_exits_1(demo_store: tuple[Path, Any])
     assert_one_line_error(done, 1, f"could not export to http://127.0.0.1:{port}/v1/traces")
 
 
+def test_python_dash_m_otel_agents_is_the_command(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "otel_agents", "--store", str(tmp_path), "runs"],
+        capture_output=True, text=True, timeout=60, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout.strip()) == (0, "no runs yet"), done.stderr
+
+
 def test_the_cli_imports_rich_only_when_it_draws() -> None:
     code = (
         "import sys, otel_agents, otel_agents.cli; print(sorted(m for m in sys.modules if m.split('.')[0] == 'rich'))"
