@@ -334,6 +334,26 @@ def test_exposition_names_units_and_promtool(
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+async def test_a_flush_between_scrapes_leaves_each_series_once_with_its_current_value() -> None:
+    """A Prometheus endpoint is read by scrapes: `force_flush()` must not queue a stale copy of
+    every series for the next scrape to show beside the current one (Prometheus keeps the first)."""
+    from tests.support.teams import writers_room
+
+    with otel_agents.configure(
+        span_exporter=InMemorySpanExporter(), store=False, prometheus=("127.0.0.1", 0), set_global=False
+    ) as telemetry:
+        assert telemetry.prometheus is not None
+        url = f"http://{telemetry.prometheus.host}:{telemetry.prometheus.port}/metrics"
+        for flushed in (False, True, False):
+            await writers_room(max_messages=2).run(task="go")
+            if flushed:
+                assert telemetry.force_flush()
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+    runs = [line for line in text.splitlines() if line.startswith("otel_agents_runs_total{")]
+    assert len(runs) == 1 and runs[0].endswith(" 3.0"), runs
+    assert text.count("# TYPE otel_agents_runs_total counter") == 1
+
+
 def test_the_prometheus_endpoint_binds_127_0_0_1_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_METRICS_EXPORTER", "prometheus")
     monkeypatch.setenv("OTEL_EXPORTER_PROMETHEUS_PORT", "0")

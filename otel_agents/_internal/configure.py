@@ -120,6 +120,7 @@ def _build(
     from opentelemetry.sdk.trace import TracerProvider
 
     from otel_agents._internal.export import exporters, pipeline
+    from otel_agents._internal.export.prometheus import is_scraped
 
     span_exporters = ([span_exporter] if span_exporter is not None else []) + exporters.span_exporters(settings)
     readers = list(metric_readers or ()) + exporters.metric_readers(settings)
@@ -159,6 +160,7 @@ def _build(
         metrics_exported=bool(readers),
         owns_tracer_provider=owns,
         processors=processors,
+        flushed_readers=[reader for reader in readers if not is_scraped(reader)],
     )
     telemetry.prometheus = scrape_endpoint
     return telemetry

@@ -24,6 +24,7 @@ from otel_agents._internal.tracing.per_provider import PerProvider
 from otel_agents._internal.tracing.placement import RunAwareTracerProvider
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics.export import MetricReader
     from opentelemetry.sdk.trace import SpanProcessor
     from opentelemetry.util.genai.handler import TelemetryHandler
 
@@ -53,12 +54,15 @@ class Telemetry:
         owns_tracer_provider: bool = True,
         owns_meter_provider: bool = True,
         processors: Sequence[SpanProcessor] = (),
+        flushed_readers: Sequence[MetricReader] | None = None,
     ) -> None:
         """A provider not owned is someone else's (the app's, the distro's): this pipeline never
-        shuts it down; of a tracer provider it shuts down only `processors`, the ones it added."""
+        shuts it down; of a tracer provider it shuts down only `processors`, the ones it added.
+        `flushed_readers`: the metric readers `force_flush` flushes (None: the meter provider's all)."""
         self.settings = settings
         self._owns = (owns_tracer_provider, owns_meter_provider)
         self._processors = tuple(processors)
+        self._flushed_readers = tuple(flushed_readers) if flushed_readers is not None else None
         self._health = health
         self.prices = prices if prices is not None else PriceTable()
         self._sdk_tracer_provider = sdk_tracer_provider
@@ -95,10 +99,15 @@ class Telemetry:
         return self._sdk_tracer_provider
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        """Deliver every finished span and metric held by this pipeline; False if it timed out."""
+        """Deliver every finished span and metric held by this pipeline; False if it timed out.
+        A Prometheus endpoint is left to its scrapes."""
+        flushes = [getattr(self._sdk_tracer_provider, "force_flush", None)]
+        if self._flushed_readers is None:
+            flushes.append(getattr(self._meter_provider, "force_flush", None))
+        else:
+            flushes += [reader.force_flush for reader in self._flushed_readers]
         ok = True
-        for provider in (self._sdk_tracer_provider, self._meter_provider):
-            flush = getattr(provider, "force_flush", None)
+        for flush in flushes:
             if flush is not None:
                 ok = bool(flush(timeout_millis)) and ok
         return ok

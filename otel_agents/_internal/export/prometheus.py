@@ -39,3 +39,13 @@ class PrometheusEndpoint:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+def is_scraped(reader: MetricReader) -> bool:
+    """Whether `reader` is a Prometheus reader, read by scrapes: flushing it would only queue a stale
+    copy of every series for the next scrape to show beside the current one."""
+    try:
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    except ImportError:
+        return False
+    return isinstance(reader, PrometheusMetricReader)
