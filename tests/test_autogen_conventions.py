@@ -60,6 +60,7 @@ async def builtin_spans() -> tuple[list[str], list[ReadableSpan]]:
     "RUNTIME_TRACER_PREFIX",
     "RUNTIME_SPAN_NAME",
     "RUNTIME_OPERATIONS_DROPPED_WHEN_NESTED",
+    "RUNTIME_OPERATION_ACK",
     "RUNTIME_SPAN_UUID",
     "RUNTIME_SPAN_DESTINATION_KEY",
     "RUNTIME_CONTENT_ATTRIBUTES",
@@ -76,6 +77,7 @@ async def test_the_runtimes_own_spans() -> None:
         operations.add(match.group(1))
     assert {"send", "publish", "process"} <= operations
     assert ag.RUNTIME_OPERATIONS_DROPPED_WHEN_NESTED <= operations, "names AutoGen really uses"
+    assert ag.RUNTIME_OPERATION_ACK in operations
     with_uuid = [s.name for s in runtime_spans if ag.RUNTIME_SPAN_UUID.search(s.name)]
     assert with_uuid, "team-scoped destinations carry a UUID"
     assert any(ag.RUNTIME_SPAN_DESTINATION_KEY.search(s.name) for s in runtime_spans)

@@ -120,6 +120,8 @@ async def test_requests_across_processes_are_one_trace_each(cluster: dict[str, A
     with tracer.start_as_current_span("hop chain") as span:
         assert await runtime.send_message(Hop(0), AgentId("relay", "default")) == Done(2)
         trace_ids["hop chain"] = span.get_span_context().trace_id
+    # with no span open: the request's own `create` span is the root its processing joins
+    assert await runtime.send_message(Ping("alone"), AgentId("ponger", "default")) == Pong("pong to alone")
     await asyncio.sleep(1.0)  # the broadcast is delivered after publish returns
     await runtime.stop()
     telemetry.shutdown()
@@ -138,6 +140,10 @@ async def test_requests_across_processes_are_one_trace_each(cluster: dict[str, A
     chain = {s["context"]["span_id"]: s for s in arrived["hop chain"]}
     (sink,) = [s for s in arrived["hop chain"] if s["name"] == "autogen process sink"]
     assert "autogen process relay" in ancestors(sink, chain), "the sink's work is under the relay's"
+    (alone,) = [s for s in Store(cluster["stores"]["a"]).spans() if s.name == "autogen create ponger"]
+    spans = phoenix.wait_for_spans(PROJECT, alone.trace_id, 3)
+    assert_one_tree(spans, "autogen create ponger")
+    assert "autogen process ponger" in {s["name"] for s in spans}, "worker B's processing is in the request's trace"
 
     instances = {}
     for role, store in cluster["stores"].items():

@@ -18,10 +18,13 @@ RUNTIME_TRACER_PREFIX: Final = "autogen "
 """`TraceHelper` names its tracer f"autogen {runtime name}" (`autogen core`, `autogen grpc`...)."""
 RUNTIME_SPAN_NAME: Final = re.compile(r"^autogen (create|send|publish|process|ack)(?: (.*))?$")
 """`autogen {operation} {destination}`; the destination holds per-team UUIDs."""
-RUNTIME_OPERATIONS_DROPPED_WHEN_NESTED: Final = frozenset({"create", "ack", "publish"})
+RUNTIME_OPERATION_ACK: Final = "ack"
+RUNTIME_OPERATIONS_DROPPED_WHEN_NESTED: Final = frozenset({"create", RUNTIME_OPERATION_ACK, "publish"})
 """Runtime spans that say nothing a reader needs, not recorded even with runtime spans `nested`:
-instantiating an agent (`create`), acknowledging a message (`ack`), and putting a message on a
-topic (`publish`: each `process` span it causes names its sender and recipient)."""
+creating a message to send or publish (`create`, on the sender's side: `send_message` and
+`publish_message` inject the trace context into the envelope inside it), acknowledging a message
+(`ack`), and putting a message on a topic (`publish`: each `process` span it causes names its
+sender and recipient)."""
 RUNTIME_SPAN_UUID: Final = re.compile(r"_?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 RUNTIME_SPAN_DESTINATION_KEY: Final = re.compile(r"\.\([^)]*\)-[AT]$")
 """The agent-key suffix of a destination: `.(key)-A` (an agent) or `-T` (a topic)."""

@@ -13,7 +13,9 @@ and then start the span through the SDK tracer's own `start_span`:
   span, so depth does not grow with the number of messages. With runtime spans `off` it is not
   recorded: its workflow's span context stands in for it (made current for its block, copied by
   AutoGen into the next message's envelope), which keeps the chain of causes intact. With `nested`,
-  `create`, `ack` and `publish` spans are not recorded either (they say nothing a reader needs);
+  `create`, `ack` and `publish` spans are not recorded either (they say nothing a reader needs),
+  except outside any run with no span open and no sender: then a `create` or `publish` span is the
+  root of the trace the message's processing joins;
 - an agent turn (`invoke_agent`) goes directly under the workflow of its cause;
 - any other span goes under its parent, or under the workflow when the parent is a runtime span
   (a model call made by no agent, such as a selector choosing the next speaker);
@@ -54,6 +56,7 @@ TRACERS_KEPT: Final = 256
 _UNRECORDED_WHEN_NESTED: Final = tuple(
     f"{ag.RUNTIME_TRACER_PREFIX}{op}" for op in ag.RUNTIME_OPERATIONS_DROPPED_WHEN_NESTED
 )
+_ACK: Final = f"{ag.RUNTIME_TRACER_PREFIX}{ag.RUNTIME_OPERATION_ACK}"
 
 
 class Role(enum.Enum):
@@ -204,10 +207,14 @@ class RunAwareTracer(trace.Tracer):
             if role is Role.CREATE_AGENT or (role is Role.RUNTIME and self._provider.runtime_spans() == "off"):
                 return NonRecordingSpan(parent if parent.is_valid else trace.INVALID_SPAN_CONTEXT)
             if role is Role.RUNTIME:
-                if name.startswith(_UNRECORDED_WHEN_NESTED):
-                    return NonRecordingSpan(parent if parent.is_valid else trace.INVALID_SPAN_CONTEXT)
-                name, attributes = stable_runtime_span_name(name), without_content(attributes)
                 sender = _remote_sender(parent, links)
+                if name.startswith(_UNRECORDED_WHEN_NESTED):
+                    stand_in = parent if parent.is_valid else sender
+                    if stand_in is not None or name.startswith(_ACK):
+                        return NonRecordingSpan(stand_in or trace.INVALID_SPAN_CONTEXT)
+                    # a message created or published with no span open: recorded, as the root of
+                    # the trace its processing joins (here, or in another process over gRPC)
+                name, attributes = stable_runtime_span_name(name), without_content(attributes)
                 if sender is not None:
                     # A message from another process (gRPC metadata) or another task, outside any
                     # tapped run: the span goes under its sender, in the sender's trace, and the
