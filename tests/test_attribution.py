@@ -105,6 +105,15 @@ def test_bad_run_attributes_are_refused_clearly(kwargs: dict[str, Any], error: t
         otel_agents.run_attributes(**kwargs)
 
 
+def test_nested_blocks_together_keep_to_the_attribute_limit() -> None:
+    with otel_agents.run_attributes(attributes={f"outer{i}": i for i in range(32)}):
+        with otel_agents.run_attributes(attributes={"outer0": "replaced"}):
+            pass  # the same key: still 32
+        with pytest.raises(ValueError, match="33 keys with the blocks around it, at most 32"):
+            with otel_agents.run_attributes(attributes={"inner": 1}):
+                pass
+
+
 async def test_a_teams_runs_between_resets_are_one_conversation(capture: Capture) -> None:
     team = writers_room(max_messages=2)
     await team.run(task="one")

@@ -139,7 +139,13 @@ class run_attributes:  # a function to its users: `with otel_agents.run_attribut
         )
 
     def __enter__(self) -> run_attributes:
-        self._tokens.set((*self._tokens.get(), _given.set(self._given.within(_current()))))
+        merged = self._given.within(_current())
+        if len(merged.attributes) > MAX_ATTRIBUTES:
+            raise ValueError(
+                f"run_attributes(attributes=...): {len(merged.attributes)} keys with the blocks around it, "
+                f"at most {MAX_ATTRIBUTES}"
+            )
+        self._tokens.set((*self._tokens.get(), _given.set(merged)))
         return self
 
     def __exit__(
