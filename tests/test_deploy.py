@@ -157,10 +157,20 @@ def test_the_multi_host_layout_routes_by_trace_and_samples_whole_runs() -> None:
     assert "elasticsearch" in services
 
 
-COLLECTOR_EXPOSITION = """# TYPE otel_agents_runs_total counter
-otel_agents_runs_total{job="shop/checkout",instance="",gen_ai_workflow_name="team",otel_agents_stop_kind="other"} 3
+_SERIES = (
+    'job="shop/checkout",instance="0f3c2d9e-5b1a-4c8e-9d7f-2a6b4e8c1d03",gen_ai_workflow_name="team",'
+    'otel_agents_stop_kind="other",tenant="acme"'
+)
+COLLECTOR_EXPOSITION = f"""# TYPE otel_agents_runs_total counter
+otel_agents_runs_total{{{_SERIES}}} 3
+# TYPE otel_agents_run_cost_USD histogram
+otel_agents_run_cost_USD_bucket{{{_SERIES},le="+Inf"}} 3
+otel_agents_run_cost_USD_sum{{{_SERIES}}} 0.3
+otel_agents_run_cost_USD_count{{{_SERIES}}} 3
 """
-"""What the Collector's prometheus exporter writes: the service (service.namespace/service.name) as `job`."""
+"""What the Collector's prometheus exporter writes: the service (service.namespace/service.name) as
+`job`, its `service.instance.id` (every otel-agents process has one) as `instance`, and a run
+attribute that OTEL_AGENTS_METRIC_ATTRIBUTES made a label."""
 
 
 @pytest.mark.parametrize(
@@ -181,6 +191,7 @@ def test_the_service_the_collector_writes_is_the_job_prometheus_keeps(tmp_path: 
                 time.sleep(0.5)
                 series = prometheus.query("otel_agents_runs_total")
             services = options(prometheus, variables(dashboard())["job"], {})
+            labels = options(prometheus, variables(dashboard())["label"], {})
         finally:
             prometheus.stop()
     (scraped,) = series
@@ -188,3 +199,5 @@ def test_the_service_the_collector_writes_is_the_job_prometheus_keeps(tmp_path: 
     assert scraped["metric"]["instance"] == target, "a service's series stay apart per Collector"
     assert "exported_job" not in scraped["metric"]
     assert services == ["shop/checkout"], "the dashboard's Service variable lists the service"
+    assert scraped["metric"]["exported_instance"] == "0f3c2d9e-5b1a-4c8e-9d7f-2a6b4e8c1d03"
+    assert labels == ["tenant"], "the Cost label variable offers run attributes only, not the process id"

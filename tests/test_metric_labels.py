@@ -162,6 +162,7 @@ def test_the_setting_is_read_at_configure(monkeypatch: pytest.MonkeyPatch) -> No
         ("gen_ai_workflow_name", "'gen_ai_workflow_name' is reserved"),
         ("otel.scope.name", "'otel.scope.name' is reserved"),
         ("le", "'le' is reserved"),
+        ("exported.instance", "'exported.instance' is reserved"),
         ("quantile", "'quantile' is reserved"),
         ("job", "'job' is reserved"),
         ("tenant,instance", "'instance' is reserved"),

@@ -259,7 +259,9 @@ MAX_METRIC_ATTRIBUTES: Final = 8
 _METRIC_ATTRIBUTE_KEY: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}")
 _RESERVED_LABELS: Final = frozenset({"le", "quantile", "job", "instance"})
 """Prometheus labels that a run attribute must not become: bucket bounds, quantiles, the target."""
-_RESERVED_LABEL_PREFIXES: Final = ("gen_ai_", "otel_agents_", "otel_scope_", "__")
+_RESERVED_LABEL_PREFIXES: Final = ("gen_ai_", "otel_agents_", "otel_scope_", "exported_", "__")
+"""... and label families: ours, the SDK's scope, what Prometheus renames on a clash (`exported_instance`
+is a process's service.instance.id behind the Collector)."""
 
 
 def metric_label(key: str) -> str:
@@ -289,7 +291,7 @@ def _metric_attributes(name: str, text: str) -> tuple[str, ...]:
         if label in _RESERVED_LABELS or label.startswith(_RESERVED_LABEL_PREFIXES):
             raise ConfigError(
                 f"{name}={text!r}: {key!r} is reserved (it would be the label {label!r}; gen_ai.*, otel_agents.*, "
-                "otel_scope_*, __*, le, quantile, job and instance are not run attributes)"
+                "otel_scope_*, exported_*, __*, le, quantile, job and instance are not run attributes)"
             )
         if label in labels:
             raise ConfigError(f"{name}={text!r}: {key!r} and {labels[label]!r} are both the label {label!r}")
@@ -697,7 +699,7 @@ METRIC_ATTRIBUTES: Final = Param[tuple[str, ...]](
     parse=_metric_attributes,
     kind=f"comma list of at most {MAX_METRIC_ATTRIBUTES} keys given to run_attributes(attributes=...), e.g. "
     "tenant; each becomes a label of the run metrics (keys: letters, digits, _ . -; gen_ai.*, otel_agents.*, "
-    "le, quantile, job, instance reserved); unset: no such labels",
+    "exported_*, le, quantile, job, instance reserved); unset: no such labels",
 )
 
 
