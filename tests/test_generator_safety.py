@@ -167,6 +167,18 @@ async def test_items_come_through_unchanged(capture: Capture) -> None:
     assert [i for i in await _drain(otel_agents.tap(objects()))] == sentinel
 
 
+async def test_tap_takes_the_team_or_a_name_for_the_run(capture: Capture) -> None:
+    async def items() -> AsyncGenerator[int, None]:
+        yield 1
+
+    await _drain(otel_agents.tap(items(), team="nightly-report"))
+    await _drain(otel_agents.tap(writers_room(max_messages=2).run_stream(task="go"), team="renamed"))
+    runs = sorted(s.name for s in capture.spans() if s.name.startswith("invoke_workflow"))
+    assert runs == ["invoke_workflow nightly-report", "invoke_workflow renamed"]
+    with pytest.raises(ValueError, match="team=' '"):
+        otel_agents.tap(items(), team=" ")
+
+
 def chatty_team(server: OpenAIServer) -> RoundRobinGroupChat:
     server.script = [Reply(text="a draft", delay_s=0.1)]
     writer = AssistantAgent("writer", model_client=openai_client(server))

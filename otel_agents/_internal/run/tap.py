@@ -39,20 +39,25 @@ def tap(
     """Trace one run: iterate the result instead of `stream`; every item comes through unchanged.
 
     The run becomes one trace rooted at `invoke_workflow {team name}` (a child of the span current
-    here, if any), with a `message {source}` span per streamed item. `team` names the workflow when
-    it cannot be read from the stream; `telemetry=None` means the latest `configure()`'s. The
-    result is an async generator (`asend`, `athrow`, `aclose`): leaving the loop early ends the run
-    at once.
+    here, if any), with a `message {source}` span per streamed item. `team` (the team or agent, or
+    a name) names the workflow when it cannot be read from the stream, or as you want it named;
+    `telemetry=None` means the latest `configure()`'s. The result is an async generator (`asend`,
+    `athrow`, `aclose`): leaving the loop early ends the run at once.
     """
     _check_stream(stream)
+    given_name = None
+    if isinstance(team, str):  # a name, not the team
+        if not team.strip():
+            raise ValueError(f"tap(team={team!r}): expected the team (or agent), or a non-empty name")
+        given_name, team = team, None
     resolved = current(telemetry)
     if isinstance(stream, RunStream):  # traced already (the instrumented run_stream installed what it needs)
         if stream.kind == "run":
-            name = workflow_name(team) if team is not None else stream.name
+            name = given_name or (workflow_name(team) if team is not None else stream.name)
             stream.record_with(run_starter(resolved, name, team or runner_of(stream)))
         return stream
     patches.install()  # model client and tool classes defined since configure()
-    name = workflow_name(team, stream)
+    name = given_name or workflow_name(team, stream)
     return RunStream(stream, run_starter(resolved, name, team or runner_of(stream)), name=name)
 
 
