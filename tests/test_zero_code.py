@@ -428,23 +428,28 @@ print(json.dumps({{
 """
 
 
-def test_configure_under_an_apps_global_provider_adds_to_it(tmp_path: Path) -> None:
+def run_app(tmp_path: Path, source: str) -> tuple[dict[str, Any], str]:
+    """Run `source` (formatted with the project root) as an app of its own; (the JSON it printed
+    last, its standard error)."""
     import json
     import subprocess
     import sys
 
-    root = str(Path(__file__).resolve().parents[1])
     script = tmp_path / "app.py"
-    script.write_text(CONFIGURE_UNDER_AN_APP_PROVIDER.format(root=root))
+    script.write_text(source.format(root=str(Path(__file__).resolve().parents[1])))
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.splitlines()[-1])
+    return json.loads(done.stdout.splitlines()[-1]), done.stderr
+
+
+def test_configure_under_an_apps_global_provider_adds_to_it(tmp_path: Path) -> None:
+    seen, stderr = run_app(tmp_path, CONFIGURE_UNDER_AN_APP_PROVIDER)
     assert seen["same_provider"], "one pipeline, not two"
     assert len(seen["ours"]) == 1 and seen["ours"] == seen["apps"], "the run is one trace, in both exporters"
     assert {"invoke_workflow writers-room", "invoke_agent writer", "message writer"} <= set(seen["our_names"])
     assert seen["app_after"] == ["after our shutdown"], "our shutdown left the app's provider working"
-    (line,) = [line for line in done.stderr.splitlines() if "TracerProvider" in line]
+    (line,) = [line for line in stderr.splitlines() if "TracerProvider" in line]
     assert "adds its exporters to it" in line
 
 
@@ -485,17 +490,7 @@ print(json.dumps(asyncio.run(main())))
 def test_after_uninstrument_a_team_built_while_instrumented_records_as_autogen_does(tmp_path: Path) -> None:
     """AutoGen's runtime keeps the tracer it took when it was built: after `uninstrument()` that
     tracer starts AutoGen's own spans as the global provider would, dropping none."""
-    import json
-    import subprocess
-    import sys
-
-    root = str(Path(__file__).resolve().parents[1])
-    script = tmp_path / "app.py"
-    script.write_text(UNINSTRUMENT_UNDER_AN_APP_PROVIDER.format(root=root))
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
-    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.splitlines()[-1])
+    seen, _ = run_app(tmp_path, UNINSTRUMENT_UNDER_AN_APP_PROVIDER)
     assert seen["never"].get("autogen process", 0) > 0, "AutoGen records its runtime spans to the app's provider"
     assert seen["built_before"] == seen["built_after"] == seen["never"]
 
