@@ -145,8 +145,12 @@ async def test_with_capture_on_content_is_recorded_and_bounded(
         for key, value in (event.attributes or {}).items()
         if key in ("exception.message", "exception.stacktrace")
     ]
-    assert any("Traceback" in text for text in texts), "the stack trace is content, recorded with capture on"
-    assert all(len(text) <= 400 for text in [*texts, tool_error.status.description or ""]), "and bounded too"
+    assert all(len(text) <= 400 for text in [*texts, tool_error.status.description or ""]), "bounded too"
+    traces = [str(e.attributes["exception.stacktrace"]) for e in tool_error.events if e.name == "exception"]
+    assert traces and all(t.startswith("…") for t in traces), "every stack trace was longer than 400, and cut"
+    assert all(t.rstrip().splitlines()[-1].startswith("ValueError") for t in traces), (
+        "a stack trace cut keeps its end: the innermost frames and the exception"
+    )
 
 
 async def test_event_modes_put_content_in_events(

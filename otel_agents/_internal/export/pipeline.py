@@ -38,7 +38,8 @@ from otel_agents._internal.genai.content import ContentPolicy
 
 logger = logging.getLogger(__name__)
 
-_EXCEPTION_TEXT: Final = ("exception.message", "exception.stacktrace")
+_STACKTRACE: Final = "exception.stacktrace"
+_EXCEPTION_TEXT: Final = ("exception.message", _STACKTRACE)
 _CONTENT_ATTRIBUTES: Final = ag.RUNTIME_CONTENT_ATTRIBUTES | frozenset(
     {
         sc.MESSAGE_CONTENT,
@@ -117,7 +118,7 @@ def _redacted(span: ReadableSpan, policy: ContentPolicy) -> ReadableSpan:
         Event(
             e.name,
             {
-                k: policy.text(v) if k in _EXCEPTION_TEXT and isinstance(v, str) else v
+                k: policy.text(v, keep_end=k == _STACKTRACE) if k in _EXCEPTION_TEXT and isinstance(v, str) else v
                 for k, v in (e.attributes or {}).items()
             },
             e.timestamp,

@@ -48,12 +48,14 @@ class ContentPolicy:
             return _REDACTION_FAILED
         return redacted if isinstance(redacted, str) else _REDACTION_FAILED
 
-    def text(self, text: str) -> str:
-        """A redacted text, cut to the size limit."""
+    def text(self, text: str, *, keep_end: bool = False) -> str:
+        """A redacted text, cut to the size limit: its start kept, or with `keep_end` its end (a
+        stack trace's innermost frames and exception line)."""
         cleaned = self.clean(text)
         if len(cleaned) <= self.max_chars:
             return cleaned
-        return cleaned[: max(0, self.max_chars - 1)] + _ELLIPSIS
+        kept = max(0, self.max_chars - 1)
+        return _ELLIPSIS + cleaned[len(cleaned) - kept :] if keep_end else cleaned[:kept] + _ELLIPSIS
 
     def json(self, value: Any) -> str:
         """A JSON value with every string redacted, serialised within the size limit, still valid."""
