@@ -236,16 +236,22 @@ class RunStream(Generic[T]):
             here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:  # no loop in this thread
             here = None
-        if loop is not None and loop is not here and loop.is_running():
-            # Collected in another thread (the garbage collector runs wherever it is set off): the
-            # stream's own loop ends the run and closes the stream, as Python's own finaliser of an
-            # async generator does; nothing of it is touched from here.
-            try:
-                loop.call_soon_threadsafe(_dropped, self._recorder, self._cancel, self._stream, self._own, loop)
-            except RuntimeError:  # that loop closed meanwhile: Python finalises the stream
-                pass
+        if loop is None or loop is here:
+            _leave(self._recorder, self._cancel)
+            _end(self._recorder)
+            _close_in_task(self._stream, self._own, here)
             return
-        _dropped(self._recorder, self._cancel, self._stream, self._own, here)
+        # Collected elsewhere: in another thread (the garbage collector runs wherever it is set
+        # off), or after the stream's loop stopped. The run ends here and now (ending a span is
+        # thread-safe); the team's token and the stream belong to the stream's own loop, which
+        # cancels and closes them, as Python's own finaliser of an async generator does.
+        if self._recorder is not None:
+            self._recorder.stopped(CONSUMER_CLOSED)
+        _end(self._recorder)
+        try:
+            loop.call_soon_threadsafe(_leave_on_loop, self._cancel, self._stream, self._own, loop)
+        except RuntimeError:  # that loop is closed: Python finalises the stream
+            pass
 
 
 def _leave(recorder: Recorder | None, cancel: Callable[[], None] | None) -> bool:
@@ -258,20 +264,26 @@ def _leave(recorder: Recorder | None, cancel: Callable[[], None] | None) -> bool
     return False
 
 
-def _dropped(
-    recorder: Recorder | None,
+def _end(recorder: Recorder | None) -> None:
+    if recorder is not None:
+        _safely("end a span", recorder.end)
+
+
+def _leave_on_loop(
     cancel: Callable[[], None] | None,
     stream: AsyncIterator[Any],
     own: contextvars.Context | None,
-    loop: asyncio.AbstractEventLoop | None,
+    loop: asyncio.AbstractEventLoop,
 ) -> None:
-    """A stream dropped unclosed: its run ends now, and the stream is closed in a task of `loop`
-    (None: no loop runs here, the stream was dropped late; Python finalises it)."""
-    try:
-        _leave(recorder, cancel)
-    finally:
-        if recorder is not None:
-            _safely("end a span", recorder.end)
+    _leave(None, cancel)
+    _close_in_task(stream, own, loop)
+
+
+def _close_in_task(
+    stream: AsyncIterator[Any], own: contextvars.Context | None, loop: asyncio.AbstractEventLoop | None
+) -> None:
+    """Close a dropped stream in a task of `loop` (None: no loop runs here, the stream was dropped
+    late; Python finalises it)."""
     aclose = getattr(stream, "aclose", None)
     if aclose is None or own is None or loop is None:
         return
