@@ -190,6 +190,26 @@ def test_where_no_thread_can_start_shutdown_hands_nothing_over_after_its_deadlin
     assert exporter.shutdowns == 1
 
 
+def test_where_no_thread_can_start_a_second_shutdown_waits_for_the_first(no_new_threads: Callable[[], None]) -> None:
+    """A second shutdown, from another thread, while the first runs in its caller's thread: it
+    waits for the first (within the deadline) rather than closing the exporter under it."""
+    exporter = Hanging()
+    provider, processor, health = pipeline(exporter, lambda guarded: BoundedBatchSpanProcessor(guarded, 10.0, QUEUE))
+    stall_then_end(provider, exporter, 6)
+    second = threading.Timer(0.2, processor.shutdown)  # while the first waits on the hanging export
+    release = threading.Timer(0.6, exporter.release.set)
+    second.start()
+    release.start()
+    no_new_threads()
+    try:
+        processor.shutdown()
+    finally:
+        exporter.release.set()
+    second.join(timeout=10)
+    assert exporter.exported == 6 and health.dropped_spans == 0, "every span delivered"
+    assert exporter.shutdowns == 1
+
+
 def test_where_no_thread_can_start_the_pipelines_shutdown_still_delivers(
     no_new_threads: Callable[[], None],
 ) -> None:

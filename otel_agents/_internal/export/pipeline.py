@@ -282,6 +282,8 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         self._dropped = 0
         self._closed = False
         self._stopping: tuple[threading.Thread | None, float] | None = None
+        self._stopped_here = threading.Event()
+        """Set when a shutdown run in the calling thread (no thread could start) is over."""
         exporter.on_export = self._exporting
         _reset_in_forked_child.add(self)
 
@@ -349,6 +351,9 @@ class BoundedBatchSpanProcessor(SpanProcessor):
             # what is queued; from the deadline on, the exporter is handed nothing more.
             self.guarded.close_at(deadline)
             _quietly(self._batch.shutdown)
+            self._stopped_here.set()
+        else:  # another caller is shutting down in its own thread: as long as it may take
+            self._stopped_here.wait(timeout=max(0.0, deadline - time.monotonic()))
         self.close()
 
     def close(self) -> None:
@@ -406,8 +411,9 @@ def quiet_queue_full_logs() -> None:
 def shutdown_within(actions: Sequence[Any], seconds: float) -> None:
     """Run shutdown actions side by side; return after `seconds` at most, whatever they do. Where
     no thread can be started (at interpreter exit, Python 3.12+), the actions run here, one after
-    the other, each bounded on its own (a span processor of ours stops handing spans over at its
-    deadline)."""
+    the other, and `seconds` no longer bounds them: each takes what its own bounds allow (a span
+    processor of ours hands its exporter nothing after its deadline, but a batch under way then, or
+    an exporter with no timeout of its own, takes what it takes)."""
     deadline = time.monotonic() + seconds
     threads = []
     for action in actions:
