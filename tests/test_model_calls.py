@@ -332,6 +332,7 @@ async def test_prices_argument_reaches_the_chat_spans(tmp_path: Path, openai_ser
         ('{"gpt-x": {"input": Infinity, "output": 1}}', ".json", "entry 'gpt-x': input=inf is not a price"),
         ('{"gpt-x": {"input": 1, "output": 1e400}}', ".json", "entry 'gpt-x': output=inf is not a price"),
         ('{"gpt-x": {"input": NaN, "output": 1}}', ".json", "entry 'gpt-x': input=nan is not a price"),
+        ('{"gpt-x": {"input": 1%s, "output": 1}}' % ("0" * 400), ".json", "entry 'gpt-x': input=1000"),
     ],
 )
 def test_a_malformed_price_file_is_refused_naming_file_and_entry(

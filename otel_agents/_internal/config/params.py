@@ -138,6 +138,11 @@ def _boolean(name: str, text: str) -> bool:
     raise ConfigError(f"{name}={text!r}: expected 'true' or 'false'")
 
 
+_LARGEST_WHOLE: Final = 2**31 - 1
+"""The largest whole number a setting takes (a queue size, milliseconds): the SDK's queue cannot be
+larger than the platform's sizes anyway."""
+
+
 def _number(*, integer: bool = False, minimum: float = 0) -> Callable[[str, str], Number]:
     def parse(name: str, text: str) -> Number:
         try:
@@ -145,8 +150,11 @@ def _number(*, integer: bool = False, minimum: float = 0) -> Callable[[str, str]
         except ValueError:
             kind = "a whole number" if integer else "a number"
             raise ConfigError(f"{name}={text!r}: expected {kind}") from None
-        if not math.isfinite(number) or number < minimum:  # NaN and infinities too
+        if (isinstance(number, float) and not math.isfinite(number)) or number < minimum:  # NaN, infinities
             raise ConfigError(f"{name}={text!r}: expected a finite number of at least {minimum:g}")
+        if integer and number > _LARGEST_WHOLE:
+            shown = repr(text) if len(text) <= 40 else f"{text[:40]!r}..."
+            raise ConfigError(f"{name}={shown}: expected a whole number of at most {_LARGEST_WHOLE}")
         return number
 
     return parse

@@ -114,9 +114,11 @@ def _batching(env: Mapping[str, str]) -> int | None:
     queue = _SPAN_QUEUE_SIZE.from_environ(env)
     batch = _SPAN_BATCH_SIZE.from_environ(env)
     if (batch or SDK_MAX_EXPORT_BATCH_SIZE) > (queue or SDK_MAX_QUEUE_SIZE):
+        batch_text = batch or f"{SDK_MAX_EXPORT_BATCH_SIZE} (the SDK's default)"
+        queue_text = queue or f"{SDK_MAX_QUEUE_SIZE} (the SDK's default)"
         raise ConfigError(
-            f"OTEL_BSP_MAX_EXPORT_BATCH_SIZE={batch or SDK_MAX_EXPORT_BATCH_SIZE} is more than "
-            f"OTEL_BSP_MAX_QUEUE_SIZE={queue or SDK_MAX_QUEUE_SIZE}: a batch must fit in the queue"
+            f"OTEL_BSP_MAX_EXPORT_BATCH_SIZE={batch_text} is more than OTEL_BSP_MAX_QUEUE_SIZE={queue_text}: "
+            "a batch must fit in the queue"
         )
     return queue
 

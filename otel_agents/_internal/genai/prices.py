@@ -140,9 +140,13 @@ def _entry(source: str, model: object, value: object) -> Price:
                 continue
             raise ConfigError(f"{source}: entry {model!r}: missing {key!r}")
         number = value[key]
-        if isinstance(number, bool) or not isinstance(number, (int, float)) or not 0 <= number < math.inf:
+        try:
+            price = float(number) if isinstance(number, (int, float)) and not isinstance(number, bool) else None
+        except OverflowError:  # an integer too large for a float
+            price = None
+        if price is None or not 0 <= price < math.inf:
             raise ConfigError(f"{source}: entry {model!r}: {key}={number!r} is not a price (a finite number >= 0)")
-        numbers[key] = float(number)
+        numbers[key] = price
     return Price(numbers["input"], numbers["output"], numbers.get("cached_input"))
 
 
