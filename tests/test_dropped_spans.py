@@ -159,6 +159,19 @@ def no_new_threads(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
     return lambda: monkeypatch.setattr(threading.Thread, "start", refuse)
 
 
+def shut_down_released_after(
+    processor: BoundedBatchSpanProcessor, exporter: Hanging, seconds: float, no_new_threads: Callable[[], None]
+) -> None:
+    """Shut `processor` down where no thread can start, its hanging export released after `seconds`."""
+    release = threading.Timer(seconds, exporter.release.set)
+    release.start()
+    no_new_threads()
+    try:
+        processor.shutdown()
+    finally:
+        exporter.release.set()
+
+
 def test_where_no_thread_can_start_shutdown_still_delivers_the_queue(no_new_threads: Callable[[], None]) -> None:
     exporter = Hanging()
     exporter.release.set()
@@ -178,13 +191,7 @@ def test_where_no_thread_can_start_shutdown_hands_nothing_over_after_its_deadlin
     exporter = Hanging()
     provider, processor, health = pipeline(exporter, lambda guarded: BoundedBatchSpanProcessor(guarded, 0.2, QUEUE))
     stall_then_end(provider, exporter, 30)
-    release = threading.Timer(1.0, exporter.release.set)  # the hanging export returns after the deadline
-    release.start()
-    no_new_threads()
-    try:
-        processor.shutdown()
-    finally:
-        exporter.release.set()
+    shut_down_released_after(processor, exporter, 1.0, no_new_threads)  # the export returns after the deadline
     assert exporter.exported == BATCH, "only the batch under way at the deadline"
     assert health.dropped_spans == 30 - BATCH
     assert exporter.shutdowns == 1
@@ -197,14 +204,8 @@ def test_where_no_thread_can_start_a_second_shutdown_waits_for_the_first(no_new_
     provider, processor, health = pipeline(exporter, lambda guarded: BoundedBatchSpanProcessor(guarded, 10.0, QUEUE))
     stall_then_end(provider, exporter, 6)
     second = threading.Timer(0.2, processor.shutdown)  # while the first waits on the hanging export
-    release = threading.Timer(0.6, exporter.release.set)
     second.start()
-    release.start()
-    no_new_threads()
-    try:
-        processor.shutdown()
-    finally:
-        exporter.release.set()
+    shut_down_released_after(processor, exporter, 0.6, no_new_threads)
     second.join(timeout=10)
     assert exporter.exported == 6 and health.dropped_spans == 0, "every span delivered"
     assert exporter.shutdowns == 1
