@@ -58,9 +58,9 @@ class AutoGenInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         elif not configured():
             store_into_global_provider()  # under `opentelemetry-instrument`, when OTEL_AGENTS_STORE asks
         patches.install()
-        patches.trace_every_run(True)
+        wrapping.trace_every_run(True)
         patches.install_grpc_when_imported()
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        patches.trace_every_run(False)
+        wrapping.trace_every_run(False)
         wrapping.restore_all()

@@ -206,16 +206,6 @@ def _unpriced(telemetry: Telemetry, model: str | None, tokens: int) -> None:
             )
 
 
-_outside_runs = False
-
-
-def trace_calls_outside_runs(on: bool) -> None:
-    """Whether a call made outside any traced run gets its span (while AutoGen is instrumented);
-    with `configure(instrument=False)` only the runs you tap are traced."""
-    global _outside_runs
-    _outside_runs = on
-
-
 def _start(
     client: object, args: Sequence[Any], kwargs: Mapping[str, Any], *, streaming: bool = False
 ) -> ModelCall | None:
@@ -223,7 +213,7 @@ def _start(
         return None
     try:
         node = REGISTRY.lookup(trace.get_current_span().get_span_context())
-        if node is None and not _outside_runs:
+        if node is None and not wrapping.every_run():  # only the runs you tap
             return None
         run_telemetry = node.run.telemetry if node is not None else None
         telemetry = run_telemetry if run_telemetry is not None else current(None)

@@ -9,7 +9,7 @@
   as a participant, `TeamTool`, `AgentTool`, `SocietyOfMindAgent`), each gets an
   `invoke_workflow {name}` span under that run's workflow, with the inner turns under it (AutoGen
   makes no turn span for a team participant). Called outside any run, each is a traced run of its
-  own when AutoGen is instrumented (`trace_every_run(True)`: `configure()`'s default and
+  own when AutoGen is instrumented (`wrapping.trace_every_run(True)`: `configure()`'s default and
   `AutoGenInstrumentor`), else AutoGen's own stream comes back untouched (`tap` traces it).
 """
 
@@ -37,18 +37,6 @@ from otel_agents._internal.telemetry import AUTOGEN_TRACERS, current
 from otel_agents._internal.tracing.registry import REGISTRY, Node
 
 logger = logging.getLogger(__name__)
-
-_every_run = False
-
-
-def trace_every_run(on: bool) -> None:
-    """Whether a run started outside any traced run is traced (True while instrumented), and so a
-    model call made outside any run."""
-    global _every_run
-    _every_run = on
-    from otel_agents._internal.autogen import model_clients  # here: `import otel_agents` stays cheap
-
-    model_clients.trace_calls_outside_runs(on)
 
 
 _support: tuple[tuple[str, ...], str | None] | None = None
@@ -112,7 +100,7 @@ def install_grpc_when_imported() -> None:
 
 
 def _on_grpc_runtime_import(module: object) -> None:
-    if _every_run:
+    if wrapping.every_run():
         from otel_agents._internal.autogen import private
 
         private.install_grpc()
@@ -128,7 +116,7 @@ def _starter(runner: object) -> tuple[Callable[[], WorkflowSpan | None], Kind] |
     """
     made_in, given = otel_context.get_current(), attribution.given_here()
     name = workflow_name(runner)
-    if _every_run:
+    if wrapping.every_run():
         telemetry = current(None)
         if telemetry.disabled:
             return None

@@ -40,6 +40,21 @@ def active() -> bool:
     return _active
 
 
+_every_run = False
+
+
+def trace_every_run(on: bool) -> None:
+    """Whether AutoGen is instrumented: a run started outside any traced run is traced, and a
+    model call made outside any run gets its span. Otherwise (`configure(instrument=False)`, or a
+    tap after `uninstrument()`) only the runs you tap are traced."""
+    global _every_run
+    _every_run = on
+
+
+def every_run() -> bool:
+    return _every_run
+
+
 def mark(function: Any) -> Any:
     setattr(function, MARK, True)
     return function

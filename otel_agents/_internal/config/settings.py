@@ -109,10 +109,8 @@ _SPAN_BATCH_SIZE: Final = next(p for p in BATCHING if p.variables == ("OTEL_BSP_
 def _batching(env: Mapping[str, str]) -> int | None:
     """The span queue size set, if any, once every batching variable is checked (the SDK refuses an
     export batch larger than its queue with a bare ValueError: refused here, named)."""
-    for param in BATCHING:
-        param.from_environ(env)
-    queue = _SPAN_QUEUE_SIZE.from_environ(env)
-    batch = _SPAN_BATCH_SIZE.from_environ(env)
+    values = {param: param.from_environ(env) for param in BATCHING}
+    queue, batch = values[_SPAN_QUEUE_SIZE], values[_SPAN_BATCH_SIZE]
     if (batch or SDK_MAX_EXPORT_BATCH_SIZE) > (queue or SDK_MAX_QUEUE_SIZE):
         batch_text = batch or f"{SDK_MAX_EXPORT_BATCH_SIZE} (the SDK's default)"
         queue_text = queue or f"{SDK_MAX_QUEUE_SIZE} (the SDK's default)"
