@@ -367,6 +367,22 @@ def test_model_clients_defined_after_instrumenting_are_traced_too(capture: Captu
     assert call.parent is not None
 
 
+def test_model_clients_defined_after_a_traced_run_are_traced_from_the_next(capture: Capture) -> None:
+    async def one_call(client: ChatCompletionClient) -> None:
+        await AssistantAgent("solo", model_client=client).run(task="hi")
+
+    asyncio.run(one_call(replay(text("before"))))
+
+    class LaterClient(ReplayChatCompletionClient):
+        async def create(self, *args: Any, **kwargs: Any) -> Any:
+            return text("after")  # not through the wrapped parent's create
+
+    asyncio.run(one_call(LaterClient([], model_info=replay().model_info)))
+    calls = [s for s in capture.spans() if s.name.startswith("chat")]
+    assert len(calls) == 2, "the class defined between the runs is wrapped at the second run's start"
+    assert len({s.context.trace_id for s in calls}) == 2
+
+
 # --- lifecycle: which pipeline records --------------------------------------------------------
 
 

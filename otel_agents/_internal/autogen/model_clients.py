@@ -321,13 +321,19 @@ def _wrap_event_init(original: Callable[..., None]) -> Callable[..., None]:
     return __init__
 
 
-def install() -> None:
-    """Wrap every ChatCompletionClient subclass defined so far, and the LLM events' `__init__`
-    (idempotent, cheap to repeat)."""
+def wrapped_bases() -> tuple[type, ...]:
+    """The classes whose subclasses `install()` wraps: model clients and AutoGen's LLM events."""
     import autogen_core.logging
     from autogen_core.models import ChatCompletionClient
 
+    return (ChatCompletionClient, *(getattr(autogen_core.logging, event) for event in ag.LLM_EVENT_CLASSES))
+
+
+def install() -> None:
+    """Wrap every ChatCompletionClient subclass defined so far, and the LLM events' `__init__`
+    (idempotent, cheap to repeat)."""
+    client, *events = wrapped_bases()
     create, create_stream = ag.MODEL_CLIENT_METHODS
-    wrap_subclasses(ChatCompletionClient, {create: _wrap_create, create_stream: _wrap_create_stream})
-    for event in ag.LLM_EVENT_CLASSES:
-        wrap_subclasses(getattr(autogen_core.logging, event), {"__init__": _wrap_event_init})
+    wrap_subclasses(client, {create: _wrap_create, create_stream: _wrap_create_stream})
+    for event in events:
+        wrap_subclasses(event, {"__init__": _wrap_event_init})

@@ -20,6 +20,7 @@ import contextvars
 import functools
 import logging
 import sys
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -56,23 +57,32 @@ def unsupported_autogen() -> str | None:
     return _support[1]
 
 
+_wrapped_bases: tuple[type, ...] = ()
+"""The AutoGen classes whose subclasses `install()` wraps (known once it has run)."""
+_classes_seen: weakref.WeakSet[type] = weakref.WeakSet()
+"""Every subclass of those `install()` has been through (a class is let go with the class)."""
+
+
 def install() -> None:
     """Put every wrapper in place (once; classes defined since the last call are picked up); on an
     AutoGen otel-agents does not support, nothing (one warning): the app runs as without us."""
     import importlib
 
+    global _wrapped_bases
     if unsupported_autogen() is not None:
         return
 
     # imported here, not with the package: `import otel_agents` stays cheap (util-genai, AutoGen)
     from otel_agents._internal.autogen import model_clients, private, tools
 
+    team = getattr(importlib.import_module(ag.TEAM_CLASS[0]), ag.TEAM_CLASS[1])
+    agent = getattr(importlib.import_module(ag.AGENT_CLASS[0]), ag.AGENT_CLASS[1])
+    bases = (team, agent, *model_clients.wrapped_bases(), *tools.wrapped_bases())
+    before = _subclasses(bases)  # seen before wrapping: a class defined meanwhile is not taken as seen
     model_clients.install()
     tools.install()
     private.install_link_cache()
     private.install_tracer_hooks(AUTOGEN_TRACERS)
-    team = getattr(importlib.import_module(ag.TEAM_CLASS[0]), ag.TEAM_CLASS[1])
-    agent = getattr(importlib.import_module(ag.AGENT_CLASS[0]), ag.AGENT_CLASS[1])
     wrapping.replace(team, ag.RUN_STREAM_METHOD, _wrap_run_stream)
     wrapping.replace(agent, ag.RUN_STREAM_METHOD, _wrap_run_stream)
     wrapping.replace(agent, ag.AGENT_RUN_METHOD, _wrap_agent_run)
@@ -80,6 +90,26 @@ def install() -> None:
     save_state, load_state = ag.STATE_METHODS
     for cls, reset in ((team, ag.TEAM_RESET_METHOD), (agent, ag.AGENT_RESET_METHOD)):
         wrapping.wrap_subclasses(cls, {save_state: _wrap_save_state, load_state: _wrap_load_state, reset: _wrap_reset})
+    _wrapped_bases = bases
+    _classes_seen.update(before)
+
+
+def install_new_classes() -> None:
+    """`install()` when it is needed: AutoGen not instrumented now, or a model client, tool, team
+    or agent class defined since it last ran. Every run's start calls this: the usual answer, that
+    nothing is new, costs a walk over the classes, not a pass over every wrapper."""
+    seen = _classes_seen
+    if not wrapping.active() or not _wrapped_bases or any(cls not in seen for cls in _subclasses(_wrapped_bases)):
+        install()
+
+
+def _subclasses(bases: tuple[type, ...]) -> list[type]:
+    found, pending = [], list(bases)
+    while pending:
+        cls = pending.pop()
+        found.append(cls)
+        pending.extend(cls.__subclasses__())
+    return found
 
 
 _grpc_hook = False
@@ -120,7 +150,7 @@ def _starter(runner: object) -> tuple[Callable[[], WorkflowSpan | None], Kind] |
         telemetry = current(None)
         if telemetry.disabled:
             return None
-        install()  # model client and tool classes defined since instrumenting
+        install_new_classes()  # model client and tool classes defined since instrumenting
 
         def start() -> WorkflowSpan | None:
             return _nested(name, otel_context.get_current()) or start_run(

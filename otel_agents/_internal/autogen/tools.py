@@ -63,8 +63,14 @@ def _wrap_run(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitabl
     return run
 
 
-def install() -> None:
-    """Wrap `run` on every BaseTool subclass defined so far (idempotent)."""
+def wrapped_bases() -> tuple[type, ...]:
+    """The classes whose subclasses `install()` wraps."""
     from autogen_core.tools import BaseTool
 
-    wrap_subclasses(BaseTool, {ag.TOOL_RUN_METHOD: _wrap_run})
+    return (BaseTool,)
+
+
+def install() -> None:
+    """Wrap `run` on every BaseTool subclass defined so far (idempotent)."""
+    (tool,) = wrapped_bases()
+    wrap_subclasses(tool, {ag.TOOL_RUN_METHOD: _wrap_run})

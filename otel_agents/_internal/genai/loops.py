@@ -131,6 +131,8 @@ class LoopRules:
             if text is not None and source != ag.TASK_MESSAGE_SOURCE:
                 hits.extend(self._repeat(source, _digest(text)))
         hits.extend(self._budgets(run_tokens if run_tokens is not None else self.tokens, run_cost))
+        if not hits:  # the usual answer
+            return hits
         new = [hit for hit in _first_per_rule(hits) if hit.rule not in self.broken]
         self.broken.update(hit.rule for hit in new)
         return new

@@ -56,7 +56,7 @@ def tap(
             name = given_name or (workflow_name(team) if team is not None else stream.name)
             stream.record_with(run_starter(resolved, name, team or runner_of(stream)))
         return stream
-    patches.install()  # model client and tool classes defined since configure()
+    patches.install_new_classes()  # model client and tool classes defined since configure()
     name = given_name or workflow_name(team, stream)
     return RunStream(stream, run_starter(resolved, name, team or runner_of(stream)), name=name)
 
@@ -77,7 +77,7 @@ def run_stream(
     from autogen_core import CancellationToken
 
     resolved = current(telemetry)
-    patches.install()
+    patches.install_new_classes()
     token = CancellationToken()
     if cancellation_token is not None:
         if cancellation_token.is_cancelled():

@@ -209,11 +209,10 @@ class Registry:
             return None
         span_id = span_context.span_id
         node = self._nodes.get(span_id)
-        if node is not None:
-            trail = node.trail
+        if node is not None and span_id in node.trail.nodes:  # else a workflow span: pinned
             with self._lock:
-                if span_id in trail.nodes:  # else a workflow span: pinned
-                    trail.nodes.move_to_end(span_id)  # used: dropped last
+                if span_id in node.trail.nodes:  # (unless dropped meanwhile)
+                    node.trail.nodes.move_to_end(span_id)  # used: dropped last
         return node
 
     def lookup_links(self, links: Sequence[Link] | None) -> Node | None:
