@@ -32,7 +32,7 @@ from tests.support.metrics import points
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.prometheus import start_alertmanager, start_prometheus
 from tests.support.spans import one_trace
-from tests.support.teams import openai_client
+from tests.support.teams import openai_client, writers_room
 
 NEVER_APPROVES = "Not good enough. Rewrite it."
 
@@ -192,6 +192,26 @@ async def test_without_the_guard_the_detector_records_the_loop(openai_server: Op
     assert NEVER_APPROVES not in json.dumps([dict(e.attributes) for e in events])
     counts = [(dict(p.attributes), p.value) for p in points(data, "otel_agents.loop.detections")]
     assert counts == [({"gen_ai.workflow.name": "loopy", "otel_agents.loop.rule": "repeat"}, 1)]
+
+
+async def test_a_guard_without_limits_follows_configure_made_after_it() -> None:
+    guard = otel_agents.LoopGuard()  # made first, as a team built at import is
+    team = writers_room(max_messages=20, termination=MaxMessageTermination(20) | guard)
+    with otel_agents.configure(span_exporter=InMemorySpanExporter(), loop_limits=LoopLimits(max_messages=4)):
+        result = await team.run(task="go")
+    assert result.stop_reason == "loop guard: messages: 4 messages"
+    assert len(result.messages) == 4
+
+    given = otel_agents.LoopGuard(LoopLimits(max_messages=6))
+    team = writers_room(max_messages=20, termination=MaxMessageTermination(20) | given)
+    with otel_agents.configure(span_exporter=InMemorySpanExporter(), loop_limits=LoopLimits(max_messages=4)):
+        result = await team.run(task="go")
+    assert result.stop_reason == "loop guard: messages: 6 messages", "limits given to the guard win"
+
+
+def test_a_guard_without_limits_stays_so_through_its_component_config() -> None:
+    loaded = otel_agents.LoopGuard.load_component(otel_agents.LoopGuard().dump_component())
+    assert repr(loaded) == "LoopGuard(None)"
 
 
 def test_the_guard_is_an_autogen_component() -> None:

@@ -322,3 +322,9 @@ def current(telemetry: Telemetry | None) -> Telemetry:
 
 
 _view: Telemetry | None = None
+
+
+def configured_loop_limits() -> ResolvedLimits | None:
+    """The loop thresholds of the latest `configure()` (None: none has run)."""
+    latest = _latest
+    return latest.loop_limits if latest is not None else None

@@ -11,7 +11,8 @@ from autogen_core import Component
 from opentelemetry import trace
 from pydantic import BaseModel
 
-from otel_agents._internal.genai.loops import LoopLimits, LoopRules
+from otel_agents._internal.genai.loops import LoopLimits, LoopRules, ResolvedLimits
+from otel_agents._internal.telemetry import configured_loop_limits
 from otel_agents._internal.tracing.registry import REGISTRY
 
 
@@ -30,16 +31,28 @@ class LoopGuard(TerminationCondition, Component[LoopGuardConfig]):
     thing 3 times"), the run's stop kind is `loop_guard`, and the team stays reusable. Token and
     cost budgets count every model call of the run when the run is tapped (speaker selection
     included), else the messages' usage.
+
+    Thresholds: `limits` when given (each argument, else its variable); without it, those of the
+    latest `configure(loop_limits=...)` as they are when a run's first message comes, so a guard
+    made before `configure()` follows it; with no `configure()`, the variables (read once).
     """
 
     component_config_schema = LoopGuardConfig
     component_provider_override = "otel_agents.LoopGuard"
 
     def __init__(self, limits: LoopLimits | None = None) -> None:
-        self._limits = limits if limits is not None else LoopLimits()
-        self._resolved = self._limits.resolved()  # the variables read once: reset() never raises
-        self._rules = LoopRules(self._resolved)
+        self._limits = limits
+        # the variables read once, now: a bad one raises here, and reset() never raises
+        self._resolved = (limits if limits is not None else LoopLimits()).resolved()
+        self._rules: LoopRules | None = None  # made at a run's first message
         self._stopped = False
+
+    def _thresholds(self) -> ResolvedLimits:
+        if self._limits is None:
+            configured = configured_loop_limits()
+            if configured is not None:
+                return configured
+        return self._resolved
 
     @property
     def terminated(self) -> bool:
@@ -48,6 +61,8 @@ class LoopGuard(TerminationCondition, Component[LoopGuardConfig]):
     async def __call__(self, messages: Sequence[BaseAgentEvent | BaseChatMessage]) -> StopMessage | None:
         if self._stopped:
             raise TerminatedException("The loop guard has already stopped this run")
+        if self._rules is None:
+            self._rules = LoopRules(self._thresholds())
         node = REGISTRY.lookup(trace.get_current_span().get_span_context())
         tokens, cost = node.run.totals.for_budgets() if node is not None else (None, None)
         for message in messages:
@@ -58,11 +73,11 @@ class LoopGuard(TerminationCondition, Component[LoopGuardConfig]):
         return None
 
     async def reset(self) -> None:
-        self._rules = LoopRules(self._resolved)
+        self._rules = None
         self._stopped = False
 
     def _to_config(self) -> LoopGuardConfig:
-        limits = self._limits
+        limits = self._limits if self._limits is not None else LoopLimits()
         return LoopGuardConfig(
             max_messages=limits.max_messages,
             max_repeats=limits.max_repeats,
@@ -73,7 +88,8 @@ class LoopGuard(TerminationCondition, Component[LoopGuardConfig]):
 
     @classmethod
     def _from_config(cls, config: LoopGuardConfig) -> Self:
-        return cls(LoopLimits(**config.model_dump()))
+        given = config.model_dump()
+        return cls(LoopLimits(**given) if any(value is not None for value in given.values()) else None)
 
     def __repr__(self) -> str:
         return f"LoopGuard({self._limits!r})"
