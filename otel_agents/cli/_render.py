@@ -23,7 +23,7 @@ from rich.tree import Tree
 from otel_agents._internal import keys as sc
 from otel_agents._internal.export.store import StoredRun, StoredSpan
 
-from ._cost import CostRow
+from ._cost import CostRow, micro
 
 _BAR: Final = 24
 _GUIDE: Final = 4
@@ -67,7 +67,7 @@ def run_json(run: StoredRun) -> dict[str, Any]:
         "messages": run.messages,
         "input_tokens": run.input_tokens,
         "output_tokens": run.output_tokens,
-        "cost_usd": run.cost_usd,
+        "cost_usd": None if run.cost_usd is None else micro(run.cost_usd) / 1_000_000,  # as `cost` counts it
         "stop_reason": run.stop_reason,
         "stop_kind": run.stop_kind,
     }
