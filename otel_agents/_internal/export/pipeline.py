@@ -194,7 +194,7 @@ class GuardedExporter(SpanExporter):
     def _export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         try:
             result = self.exporter.export([scrub(span, self._policy) for span in spans])
-            reason = "the export failed"
+            reason = _failure_of(self.exporter) or "the export failed"
         except Exception as error:
             result, reason = SpanExportResult.FAILURE, type(error).__name__
         if result is SpanExportResult.SUCCESS:
@@ -456,3 +456,9 @@ def make_processor(
     )
     health.processors.append(processor)
     return processor
+
+
+def _failure_of(exporter: SpanExporter) -> str | None:
+    """Why an exporter of ours (the store's) failed, when it says."""
+    failure = getattr(exporter, "failure", None)
+    return failure if isinstance(failure, str) else None

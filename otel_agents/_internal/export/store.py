@@ -491,13 +491,17 @@ class Store:
 
 
 class StoreSpanExporter(SpanExporter):
-    """Writes finished spans to the embedded store; drops and counts them when it cannot."""
+    """Writes finished spans to the embedded store; drops and counts them when it cannot.
+
+    It says nothing itself: while it cannot write, `failure` says why, and the pipeline's outage
+    warning (one per outage) gives that reason."""
 
     def __init__(self, directory: Path | str, *, max_bytes: int | None = None) -> None:
         self.store = Store(directory, max_bytes=max_bytes)
         self._lock = threading.Lock()
         self.dropped_spans = 0
-        self._failing = False
+        self.failure: str | None = None
+        """Why the last batch could not be written (None: it was)."""
         self._shut_down = False
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
@@ -507,19 +511,12 @@ class StoreSpanExporter(SpanExporter):
         with self._lock:
             try:
                 self.store.write(spans)
-            except Exception as error:  # never into the run: count and tell once per outage
+            except Exception as error:  # never into the run: counted, and told by the pipeline
                 self.dropped_spans += len(spans)
-                if not self._failing:
-                    logger.warning(
-                        "otel-agents: cannot write to the store at %s (%s); dropping spans until it can "
-                        "(%d dropped so far)",
-                        self.store.directory,
-                        error if isinstance(error, StoreVersionError) else type(error).__name__,
-                        self.dropped_spans,
-                    )
-                self._failing = True
+                cause = error if isinstance(error, StoreVersionError) else type(error).__name__
+                self.failure = f"cannot write to the store at {self.store.directory}: {cause}"
                 return SpanExportResult.FAILURE
-            self._failing = False
+            self.failure = None
             return SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:
