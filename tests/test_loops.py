@@ -209,9 +209,11 @@ async def test_a_guard_without_limits_follows_configure_made_after_it() -> None:
     assert result.stop_reason == "loop guard: messages: 6 messages", "limits given to the guard win"
 
 
-def test_a_guard_without_limits_stays_so_through_its_component_config() -> None:
+def test_a_guard_keeps_where_its_thresholds_come_from_through_its_component_config() -> None:
     loaded = otel_agents.LoopGuard.load_component(otel_agents.LoopGuard().dump_component())
-    assert repr(loaded) == "LoopGuard(None)"
+    assert repr(loaded) == "LoopGuard(None)", "follows configure()"
+    loaded = otel_agents.LoopGuard.load_component(otel_agents.LoopGuard(LoopLimits()).dump_component())
+    assert repr(loaded) == f"LoopGuard({LoopLimits()!r})", "its own limits, all unset: the variables"
 
 
 def test_the_guard_is_an_autogen_component() -> None:

@@ -367,7 +367,7 @@ def test_model_clients_defined_after_instrumenting_are_traced_too(capture: Captu
     assert call.parent is not None
 
 
-def test_model_clients_defined_after_a_traced_run_are_traced_from_the_next(capture: Capture) -> None:
+def test_model_clients_defined_or_changed_after_a_traced_run_are_traced_from_the_next(capture: Capture) -> None:
     async def one_call(client: ChatCompletionClient) -> None:
         await AssistantAgent("solo", model_client=client).run(task="hi")
 
@@ -378,9 +378,23 @@ def test_model_clients_defined_after_a_traced_run_are_traced_from_the_next(captu
             return text("after")  # not through the wrapped parent's create
 
     asyncio.run(one_call(LaterClient([], model_info=replay().model_info)))
+
+    async def create_assigned_later(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return text("assigned")  # as `mock.patch.object(LaterClient, "create")` would
+
+    LaterClient.create = create_assigned_later  # type: ignore[method-assign]
+    asyncio.run(one_call(LaterClient([], model_info=replay().model_info)))
+
     calls = [s for s in capture.spans() if s.name.startswith("chat")]
-    assert len(calls) == 2, "the class defined between the runs is wrapped at the second run's start"
-    assert len({s.context.trace_id for s in calls}) == 2
+    assert len(calls) == 3, "the class defined, then the method assigned, between runs: wrapped at the next start"
+    assert len({s.context.trace_id for s in calls}) == 3
+
+
+async def test_a_tap_after_uninstrument_puts_every_wrapper_back_even_after_another_patch(capture: Capture) -> None:
+    otel_agents.AutoGenInstrumentor().uninstrument()
+    otel_agents.create_runtime(host_address="127.0.0.1:9")  # puts the gRPC runtime's one patch back alone
+    [_ async for _ in otel_agents.tap(AssistantAgent("solo", model_client=replay(text("hi"))).run_stream(task="hi"))]
+    assert [s.name for s in capture.spans() if s.name.startswith("chat")] == ["chat"]
 
 
 # --- lifecycle: which pipeline records --------------------------------------------------------

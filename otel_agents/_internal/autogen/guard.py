@@ -22,6 +22,8 @@ class LoopGuardConfig(BaseModel):
     token_budget: int | None = None
     cost_budget_usd: float | None = None
     time_budget_s: float | None = None
+    follows_configure: bool = False
+    """Made without limits: thresholds from `configure()` (a config without this field: from its own)."""
 
 
 class LoopGuard(TerminationCondition, Component[LoopGuardConfig]):
@@ -84,12 +86,14 @@ class LoopGuard(TerminationCondition, Component[LoopGuardConfig]):
             token_budget=limits.token_budget,
             cost_budget_usd=limits.cost_budget_usd,
             time_budget_s=limits.time_budget_s,
+            follows_configure=self._limits is None,
         )
 
     @classmethod
     def _from_config(cls, config: LoopGuardConfig) -> Self:
-        given = config.model_dump()
-        return cls(LoopLimits(**given) if any(value is not None for value in given.values()) else None)
+        if config.follows_configure:
+            return cls(None)
+        return cls(LoopLimits(**config.model_dump(exclude={"follows_configure"})))
 
     def __repr__(self) -> str:
         return f"LoopGuard({self._limits!r})"

@@ -321,19 +321,20 @@ def _wrap_event_init(original: Callable[..., None]) -> Callable[..., None]:
     return __init__
 
 
-def wrapped_bases() -> tuple[type, ...]:
-    """The classes whose subclasses `install()` wraps: model clients and AutoGen's LLM events."""
+def wrapped_in_subclasses() -> tuple[tuple[type, tuple[str, ...]], ...]:
+    """Each class whose subclasses `install()` wraps, with the names it wraps there."""
     import autogen_core.logging
     from autogen_core.models import ChatCompletionClient
 
-    return (ChatCompletionClient, *(getattr(autogen_core.logging, event) for event in ag.LLM_EVENT_CLASSES))
+    events = tuple((getattr(autogen_core.logging, event), ("__init__",)) for event in ag.LLM_EVENT_CLASSES)
+    return ((ChatCompletionClient, tuple(ag.MODEL_CLIENT_METHODS)), *events)
 
 
 def install() -> None:
     """Wrap every ChatCompletionClient subclass defined so far, and the LLM events' `__init__`
     (idempotent, cheap to repeat)."""
-    client, *events = wrapped_bases()
+    (client, _), *events = wrapped_in_subclasses()
     create, create_stream = ag.MODEL_CLIENT_METHODS
     wrap_subclasses(client, {create: _wrap_create, create_stream: _wrap_create_stream})
-    for event in events:
+    for event, _ in events:
         wrap_subclasses(event, {"__init__": _wrap_event_init})

@@ -20,7 +20,6 @@ import contextvars
 import functools
 import logging
 import sys
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -57,59 +56,55 @@ def unsupported_autogen() -> str | None:
     return _support[1]
 
 
-_wrapped_bases: tuple[type, ...] = ()
-"""The AutoGen classes whose subclasses `install()` wraps (known once it has run)."""
-_classes_seen: weakref.WeakSet[type] = weakref.WeakSet()
-"""Every subclass of those `install()` has been through (a class is let go with the class)."""
+_installed: tuple[int, tuple[tuple[type, tuple[str, ...]], ...]] | None = None
+"""After a whole `install()`: how many times `restore_all()` had run as it began, and each base
+class with the method names it wraps on the base's subclasses."""
 
 
 def install() -> None:
-    """Put every wrapper in place (once; classes defined since the last call are picked up); on an
-    AutoGen otel-agents does not support, nothing (one warning): the app runs as without us."""
+    """Put every wrapper in place (once; classes defined and methods assigned since the last call
+    are picked up); on an AutoGen otel-agents does not support, nothing (one warning): the app
+    runs as without us."""
     import importlib
 
-    global _wrapped_bases
+    global _installed
     if unsupported_autogen() is not None:
         return
 
     # imported here, not with the package: `import otel_agents` stays cheap (util-genai, AutoGen)
     from otel_agents._internal.autogen import model_clients, private, tools
 
-    team = getattr(importlib.import_module(ag.TEAM_CLASS[0]), ag.TEAM_CLASS[1])
-    agent = getattr(importlib.import_module(ag.AGENT_CLASS[0]), ag.AGENT_CLASS[1])
-    bases = (team, agent, *model_clients.wrapped_bases(), *tools.wrapped_bases())
-    before = _subclasses(bases)  # seen before wrapping: a class defined meanwhile is not taken as seen
+    restored = wrapping.restored()  # an uninstrument() meanwhile makes the next start install again
     model_clients.install()
     tools.install()
     private.install_link_cache()
     private.install_tracer_hooks(AUTOGEN_TRACERS)
+    team = getattr(importlib.import_module(ag.TEAM_CLASS[0]), ag.TEAM_CLASS[1])
+    agent = getattr(importlib.import_module(ag.AGENT_CLASS[0]), ag.AGENT_CLASS[1])
     wrapping.replace(team, ag.RUN_STREAM_METHOD, _wrap_run_stream)
     wrapping.replace(agent, ag.RUN_STREAM_METHOD, _wrap_run_stream)
     wrapping.replace(agent, ag.AGENT_RUN_METHOD, _wrap_agent_run)
     # a team's (or agent's) conversation: carried by save_state/load_state, ended by reset
     save_state, load_state = ag.STATE_METHODS
+    wrapped: list[tuple[type, tuple[str, ...]]] = []
     for cls, reset in ((team, ag.TEAM_RESET_METHOD), (agent, ag.AGENT_RESET_METHOD)):
-        wrapping.wrap_subclasses(cls, {save_state: _wrap_save_state, load_state: _wrap_load_state, reset: _wrap_reset})
-    _wrapped_bases = bases
-    _classes_seen.update(before)
+        wrappers = {save_state: _wrap_save_state, load_state: _wrap_load_state, reset: _wrap_reset}
+        wrapping.wrap_subclasses(cls, wrappers)
+        wrapped.append((cls, tuple(wrappers)))
+    _installed = (restored, (*wrapped, *model_clients.wrapped_in_subclasses(), *tools.wrapped_in_subclasses()))
 
 
 def install_new_classes() -> None:
-    """`install()` when it is needed: AutoGen not instrumented now, or a model client, tool, team
-    or agent class defined since it last ran. Every run's start calls this: the usual answer, that
-    nothing is new, costs a walk over the classes, not a pass over every wrapper."""
-    seen = _classes_seen
-    if not wrapping.active() or not _wrapped_bases or any(cls not in seen for cls in _subclasses(_wrapped_bases)):
+    """`install()` when it would change anything: not since `uninstrument()`, or a model client,
+    tool, team or agent class defined (or a wrapped method assigned) since it last ran. Every
+    run's start calls this; the usual answer, nothing new, costs a read of the classes' methods."""
+    done = _installed
+    if (
+        done is None
+        or done[0] != wrapping.restored()
+        or any(wrapping.unwrapped_in_subclasses(base, names) for base, names in done[1])
+    ):
         install()
-
-
-def _subclasses(bases: tuple[type, ...]) -> list[type]:
-    found, pending = [], list(bases)
-    while pending:
-        cls = pending.pop()
-        found.append(cls)
-        pending.extend(cls.__subclasses__())
-    return found
 
 
 _grpc_hook = False

@@ -63,14 +63,14 @@ def _wrap_run(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitabl
     return run
 
 
-def wrapped_bases() -> tuple[type, ...]:
-    """The classes whose subclasses `install()` wraps."""
+def wrapped_in_subclasses() -> tuple[tuple[type, tuple[str, ...]], ...]:
+    """The class whose subclasses `install()` wraps, with the name it wraps there."""
     from autogen_core.tools import BaseTool
 
-    return (BaseTool,)
+    return ((BaseTool, (ag.TOOL_RUN_METHOD,)),)
 
 
 def install() -> None:
     """Wrap `run` on every BaseTool subclass defined so far (idempotent)."""
-    (tool,) = wrapped_bases()
+    ((tool, _),) = wrapped_in_subclasses()
     wrap_subclasses(tool, {ag.TOOL_RUN_METHOD: _wrap_run})

@@ -100,8 +100,8 @@ def _wraps(outer: object, inner: object, depth: int = 16) -> bool:
 def wrap_subclasses(base: type, wrappers: Mapping[str, Callable[[Any], Any]]) -> None:
     """Replace `name` with `wrappers[name](original)` on `base` and each subclass defining it.
 
-    Idempotent and cheap to repeat (classes defined since the last call are picked up); abstract
-    methods and methods already wrapped are left alone.
+    Idempotent (classes defined, and methods assigned, since the last call are picked up);
+    abstract methods and methods already wrapped are left alone.
     """
     with _lock:
         pending: list[type] = [base]
@@ -110,18 +110,44 @@ def wrap_subclasses(base: type, wrappers: Mapping[str, Callable[[Any], Any]]) ->
             pending.extend(cls.__subclasses__())
             for name, wrap in wrappers.items():
                 method = cls.__dict__.get(name)
-                if method is None or is_ours(method) or getattr(method, "__isabstractmethod__", False):
-                    continue
-                replace(cls, name, wrap, original=method)
+                if _to_wrap(method):
+                    replace(cls, name, wrap, original=method)
+
+
+def unwrapped_in_subclasses(base: type, names: tuple[str, ...]) -> bool:
+    """Whether `wrap_subclasses(base, ...)` of these names would wrap anything now (a class
+    defined, or a method assigned, since it last ran); reads only."""
+    pending: list[type] = [base]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        own = cls.__dict__
+        for name in names:
+            if _to_wrap(own.get(name)):
+                return True
+    return False
+
+
+def _to_wrap(method: object) -> bool:
+    return method is not None and not is_ours(method) and not getattr(method, "__isabstractmethod__", False)
+
+
+_restored = 0
+
+
+def restored() -> int:
+    """How many times `restore_all()` has run: a wrapper put back since then may stand alone."""
+    return _restored
 
 
 def restore_all() -> int:
     """Give back every original we replaced, newest first; the number given back.
 
     An attribute someone else replaced after us is left as it is (ours inside it passes through)."""
-    global _active
+    global _active, _restored
     with _lock:
         _active = False
+        _restored += 1
         restored = 0
         while _ledger:
             entry = _ledger.pop()
