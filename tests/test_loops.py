@@ -214,6 +214,9 @@ def test_a_guard_keeps_where_its_thresholds_come_from_through_its_component_conf
     assert repr(loaded) == "LoopGuard(None)", "follows configure()"
     loaded = otel_agents.LoopGuard.load_component(otel_agents.LoopGuard(LoopLimits()).dump_component())
     assert repr(loaded) == f"LoopGuard({LoopLimits()!r})", "its own limits, all unset: the variables"
+    written = {"provider": "otel_agents.LoopGuard", "config": {"follows_configure": True, "max_messages": 3}}
+    loaded = otel_agents.LoopGuard.load_component(written)
+    assert repr(loaded) == f"LoopGuard({LoopLimits(max_messages=3)!r})", "thresholds given win"
 
 
 def test_the_guard_is_an_autogen_component() -> None:

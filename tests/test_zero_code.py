@@ -390,6 +390,18 @@ def test_model_clients_defined_or_changed_after_a_traced_run_are_traced_from_the
     assert len({s.context.trace_id for s in calls}) == 3
 
 
+async def test_a_run_puts_back_a_wrapper_someone_else_replaced(capture: Capture) -> None:
+    await writers_room(max_messages=2).run(task="go")
+    before = patched_places()
+    tracing = importlib.import_module(ag.RUNTIME_TRACING_MODULE)
+    original = getattr(tracing, ag.RUNTIME_DEFAULT_PROVIDER).__wrapped__
+    setattr(tracing, ag.RUNTIME_DEFAULT_PROVIDER, original)  # as a reload, or a library restoring it, would
+    await writers_room(max_messages=2).run(task="go")
+    assert vars(tracing)[ag.RUNTIME_DEFAULT_PROVIDER] is not original, "wrapped again at the run's start"
+    after = patched_places()
+    assert all(after[place] is before[place] for place in before if place != (tracing, ag.RUNTIME_DEFAULT_PROVIDER))
+
+
 async def test_a_tap_after_uninstrument_puts_every_wrapper_back_even_after_another_patch(capture: Capture) -> None:
     otel_agents.AutoGenInstrumentor().uninstrument()
     otel_agents.create_runtime(host_address="127.0.0.1:9")  # puts the gRPC runtime's one patch back alone

@@ -91,9 +91,10 @@ class LoopGuard(TerminationCondition, Component[LoopGuardConfig]):
 
     @classmethod
     def _from_config(cls, config: LoopGuardConfig) -> Self:
-        if config.follows_configure:
+        given = config.model_dump(exclude={"follows_configure"})
+        if config.follows_configure and all(value is None for value in given.values()):
             return cls(None)
-        return cls(LoopLimits(**config.model_dump(exclude={"follows_configure"})))
+        return cls(LoopLimits(**given))  # thresholds given win, as in the constructor
 
     def __repr__(self) -> str:
         return f"LoopGuard({self._limits!r})"

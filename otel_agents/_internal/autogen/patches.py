@@ -95,13 +95,15 @@ def install() -> None:
 
 
 def install_new_classes() -> None:
-    """`install()` when it would change anything: not since `uninstrument()`, or a model client,
-    tool, team or agent class defined (or a wrapped method assigned) since it last ran. Every
-    run's start calls this; the usual answer, nothing new, costs a read of the classes' methods."""
+    """`install()` when it would change anything: not since `uninstrument()`, a wrapper of ours
+    replaced by someone else (a reload), or a model client, tool, team or agent class defined (or
+    a wrapped method assigned) since it last ran. Every run's start calls this; the usual answer,
+    nothing new, costs a read of the classes' methods."""
     done = _installed
     if (
         done is None
         or done[0] != wrapping.restored()
+        or not wrapping.all_in_place()
         or any(wrapping.unwrapped_in_subclasses(base, names) for base, names in done[1])
     ):
         install()

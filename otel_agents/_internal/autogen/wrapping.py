@@ -128,6 +128,16 @@ def unwrapped_in_subclasses(base: type, names: tuple[str, ...]) -> bool:
     return False
 
 
+def all_in_place() -> bool:
+    """Whether every wrapper in the ledger is still in place (ours, or inside another's wrapper
+    that carries our mark): a reload or a plain reassignment elsewhere is noticed here."""
+    for entry in list(_ledger):
+        now = entry.owner.__dict__.get(entry.name)
+        if now is not entry.wrapper and not is_ours(now):
+            return False
+    return True
+
+
 def _to_wrap(method: object) -> bool:
     return method is not None and not is_ours(method) and not getattr(method, "__isabstractmethod__", False)
 
