@@ -15,7 +15,6 @@ of a newer version is refused with `StoreVersionError`, never written or misread
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sqlite3
 import threading
@@ -29,8 +28,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_agents._internal import keys as sc
-
-logger = logging.getLogger(__name__)
 
 DATABASE: Final = "spans.sqlite3"
 
