@@ -245,8 +245,7 @@ class RunStream(Generic[T]):
         # off), or after the stream's loop stopped. The run ends here and now (ending a span is
         # thread-safe); the team's token and the stream belong to the stream's own loop, which
         # cancels and closes them, as Python's own finaliser of an async generator does.
-        if self._recorder is not None:
-            self._recorder.stopped(CONSUMER_CLOSED)
+        _leave(self._recorder, None)
         _end(self._recorder)
         try:
             loop.call_soon_threadsafe(_leave_on_loop, self._cancel, self._stream, self._own, loop)
