@@ -29,7 +29,9 @@ from otel_agents._internal.genai.content import CONTENT_MODES, ContentMode
 from otel_agents._internal.genai.prices import Price, prices_from_argument, prices_from_file
 
 T = TypeVar("T")
-RuntimeSpans = Literal["off", "nested"]
+RuntimeSpans = Literal["auto", "off", "nested"]
+StreamUsage = Literal["off", "request"]
+RunParent = Literal["current", "link"]
 Protocol = Literal["grpc", "http/protobuf"]
 Number = int | float
 
@@ -312,11 +314,23 @@ def _metric_attributes(name: str, text: str) -> tuple[str, ...]:
 
 def _runtime_spans(source: str, value: object) -> RuntimeSpans:
     lowered = value.lower() if isinstance(value, str) else value
-    if lowered == "off":
-        return "off"
-    if lowered == "nested":
-        return "nested"
-    raise ConfigError(f"{source}={value!r}: expected 'off' or 'nested'")
+    if lowered in ("auto", "off", "nested"):
+        return cast(RuntimeSpans, lowered)
+    raise ConfigError(f"{source}={value!r}: expected 'auto', 'off' or 'nested'")
+
+
+def _stream_usage(source: str, value: str) -> StreamUsage:
+    lowered = value.lower()
+    if lowered in ("off", "request"):
+        return cast(StreamUsage, lowered)
+    raise ConfigError(f"{source}={value!r}: expected 'off' or 'request'")
+
+
+def _run_parent(source: str, value: str) -> RunParent:
+    lowered = value.lower()
+    if lowered in ("current", "link"):
+        return cast(RunParent, lowered)
+    raise ConfigError(f"{source}={value!r}: expected 'current' or 'link'")
 
 
 def _protocol(source: str, value: object) -> Protocol:
@@ -455,6 +469,7 @@ DEFAULT_CONTENT_MAX_CHARS: Final = 4096
 DEFAULT_STORE_MAX_MB: Final = 200.0
 DEFAULT_PROMETHEUS: Final = ("127.0.0.1", 9464)
 DEFAULT_MAX_REPEATS: Final = 3
+DEFAULT_EXIT_TIMEOUT_S: Final = 2.0
 
 SERVICE_NAME: Final = Param[str](
     setting="service name, resource",
@@ -645,8 +660,31 @@ RUNTIME_SPANS: Final = Param[RuntimeSpans](
     variables=("OTEL_AGENTS_RUNTIME_SPANS",),
     parse=_runtime_spans,
     check=_runtime_spans,
+    default="auto",
+    kind="auto (inside AgentChat runs as off; elsewhere, autogen-core apps, as nested), off or nested (any case)",
+)
+STREAM_USAGE: Final = Param[StreamUsage](
+    setting="streamed-call usage",
+    variables=("OTEL_AGENTS_STREAM_USAGE",),
+    parse=_stream_usage,
     default="off",
-    kind="off or nested (any case)",
+    kind="off, or request: ask AutoGen's OpenAI clients for usage on streamed calls "
+    "(stream_options.include_usage)",
+)
+RUN_PARENT: Final = Param[RunParent](
+    setting="where a run's trace starts",
+    variables=("OTEL_AGENTS_RUN_PARENT",),
+    parse=_run_parent,
+    default="current",
+    kind="current (a child of the span current where the run starts) or link (the root of its own "
+    "trace, linked to that span)",
+)
+EXIT_TIMEOUT_S: Final = Param[float](
+    setting="how long exit and SIGTERM wait for export",
+    variables=("OTEL_AGENTS_EXIT_TIMEOUT_S",),
+    parse=_seconds,
+    default=DEFAULT_EXIT_TIMEOUT_S,
+    kind="seconds, at least 0",
 )
 STORE: Final = Param[Path | bool](
     setting="embedded store",
@@ -752,6 +790,9 @@ PARAMS: Final[tuple[Param[Any], ...]] = (
     REDACT,
     CONTENT_MAX_CHARS,
     RUNTIME_SPANS,
+    STREAM_USAGE,
+    RUN_PARENT,
+    EXIT_TIMEOUT_S,
     STORE,
     STORE_MAX_MB,
     DATA_HOME,

@@ -21,6 +21,7 @@ from otel_agents._internal.config.params import (
     CAPTURE_CONTENT,
     CONTENT_MAX_CHARS,
     DATA_HOME,
+    DEFAULT_EXIT_TIMEOUT_S,
     DEFAULT_OTLP_TIMEOUT_S,
     DEFAULT_PROTOCOL,
     DEFAULT_SERVICE_NAME,
@@ -35,6 +36,8 @@ from otel_agents._internal.config.params import (
     PROMETHEUS_PORT,
     REDACT,
     RESOURCE_ATTRIBUTES,
+    EXIT_TIMEOUT_S,
+    RUN_PARENT,
     RUNTIME_SPANS,
     SDK_DISABLED,
     SDK_MAX_EXPORT_BATCH_SIZE,
@@ -42,13 +45,16 @@ from otel_agents._internal.config.params import (
     SERVICE_NAME,
     STORE,
     STORE_MAX_MB,
+    STREAM_USAGE,
     TRACES_EXPORTER,
     TRACES_SAMPLER,
     TRACES_SAMPLER_ARG,
     Otlp,
     Param,
     Protocol,
+    RunParent,
     RuntimeSpans,
+    StreamUsage,
     environment,
     parse_headers,
     variable_text,
@@ -100,6 +106,13 @@ class Settings:
     """Keys of `run_attributes(attributes=...)` that label the run metrics (OTEL_AGENTS_METRIC_ATTRIBUTES)."""
     span_queue_size: int | None = None
     """OTEL_BSP_MAX_QUEUE_SIZE: how many spans a batch processor holds; None: the SDK's default."""
+    stream_usage: StreamUsage = "off"
+    """OTEL_AGENTS_STREAM_USAGE: `request` asks AutoGen's OpenAI clients for usage on streamed calls."""
+    run_parent: RunParent = "current"
+    """OTEL_AGENTS_RUN_PARENT: `link` makes each run the root of its own trace, linked to the span
+    current where it starts."""
+    exit_timeout_s: float = DEFAULT_EXIT_TIMEOUT_S
+    """OTEL_AGENTS_EXIT_TIMEOUT_S: how long the process's exit (and a SIGTERM) waits for export."""
 
 
 _SPAN_QUEUE_SIZE: Final = next(p for p in BATCHING if p.variables == ("OTEL_BSP_MAX_QUEUE_SIZE",))
@@ -296,6 +309,9 @@ def resolve_settings(
         exporter_timeout_s=OTLP_TRACES.timeout.value(None, env),
         metric_attributes=metric_attributes,
         span_queue_size=span_queue_size,
+        stream_usage=STREAM_USAGE.value(None, env),
+        run_parent=RUN_PARENT.value(None, env),
+        exit_timeout_s=EXIT_TIMEOUT_S.value(None, env),
     )
 
 

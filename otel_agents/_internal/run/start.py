@@ -55,7 +55,8 @@ def start_run(
         conversation_id, resumed_from = attribution.conversation_of(runner, who.conversation_id)
         run = Run(
             provider=telemetry.sdk_tracer_provider,
-            runtime_spans=telemetry.settings.runtime_spans,
+            # `auto`: an AgentChat run's runtime spans are not kept (as `off`)
+            runtime_spans="off" if telemetry.settings.runtime_spans == "auto" else telemetry.settings.runtime_spans,
             workflow=name,
             loops=LoopRules(telemetry.loop_limits),
             telemetry=telemetry,
