@@ -668,8 +668,7 @@ STREAM_USAGE: Final = Param[StreamUsage](
     variables=("OTEL_AGENTS_STREAM_USAGE",),
     parse=_stream_usage,
     default="off",
-    kind="off, or request: ask AutoGen's OpenAI clients for usage on streamed calls "
-    "(stream_options.include_usage)",
+    kind="off, or request: ask AutoGen's OpenAI clients for usage on streamed calls (stream_options.include_usage)",
 )
 RUN_PARENT: Final = Param[RunParent](
     setting="where a run's trace starts",
