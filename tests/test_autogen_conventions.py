@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -219,6 +219,36 @@ def test_the_team_and_agent_methods_wrapped() -> None:
     assert inspect.iscoroutinefunction(inspect.unwrap(getattr(agent, ag.AGENT_RESET_METHOD)))
     # subclasses define their own: they are wrapped class by class
     assert {*ag.STATE_METHODS, ag.AGENT_RESET_METHOD} <= set(vars(AssistantAgent))
+
+
+@pins("AGENT_MESSAGE_METHODS")
+async def test_an_agent_answers_messages_through_these_methods() -> None:
+    from autogen_agentchat.base import Response
+
+    agent = getattr(importlib.import_module(ag.AGENT_CLASS[0]), ag.AGENT_CLASS[1])
+    on_messages, on_messages_stream = ag.AGENT_MESSAGE_METHODS
+    assert inspect.iscoroutinefunction(inspect.unwrap(getattr(agent, on_messages)))
+    assert inspect.isasyncgenfunction(inspect.unwrap(getattr(agent, on_messages_stream)))
+    assert set(ag.AGENT_MESSAGE_METHODS) <= set(vars(AssistantAgent))
+    solo = AssistantAgent("solo", model_client=replay(text("hi"), text("hi")))
+    asked = [TextMessage(content="go", source="user")]
+    response = await getattr(solo, on_messages)(asked, CancellationToken())
+    assert isinstance(response, Response) and response.chat_message.to_text() == "hi"
+    await solo.on_reset(CancellationToken())
+    items = [item async for item in getattr(solo, on_messages_stream)(asked, CancellationToken())]
+    assert isinstance(items[-1], Response), "the stream ends with the Response"
+
+
+@pins("TOOL_SAVE_STATE_METHOD")
+async def test_a_tool_saves_the_state_of_the_agent_inside_it() -> None:
+    from autogen_agentchat.tools import AgentTool
+    from autogen_core.tools import BaseTool
+
+    assert inspect.iscoroutinefunction(inspect.unwrap(getattr(BaseTool, ag.TOOL_SAVE_STATE_METHOD)))
+    tool = AgentTool(AssistantAgent("solo", model_client=replay(text("hi"))))
+    assert ag.TOOL_SAVE_STATE_METHOD in vars(type(tool).__mro__[1]) or ag.TOOL_SAVE_STATE_METHOD in vars(type(tool))
+    state = await getattr(tool, ag.TOOL_SAVE_STATE_METHOD)()
+    assert isinstance(state, Mapping) and state, "the agent's state, inside the tool's"
 
 
 @pins("MODEL_CLIENT_METHODS", "CREATE_ARGUMENTS", "LLM_EVENT_CLASSES", "TOOL_RUN_METHOD")

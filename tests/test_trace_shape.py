@@ -305,7 +305,9 @@ async def test_one_agent_run_stream(capture: Capture) -> None:
     assert_turns_under(tree, tree.root, {"solo"})
     assert tree.root.attributes["otel_agents.message_count"] == 2
     assert tree.root.attributes["gen_ai.usage.input_tokens"] == 7
-    assert "otel_agents.stop_reason" not in tree.root.attributes  # AutoGen gives none for one agent
+    # AutoGen gives none for one agent: its response ended it
+    assert tree.root.attributes["otel_agents.stop_reason"] == "completed: TextMessage"
+    assert tree.root.attributes["otel_agents.stop_kind"] == "completed"
     assert items[-1].messages[-1].content == "hello"
 
 

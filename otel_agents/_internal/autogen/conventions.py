@@ -59,6 +59,11 @@ RUN_STREAM_METHOD: Final = "run_stream"
 """A team's and an agent's stream of a run (an async generator); a team's `run` goes through it."""
 AGENT_RUN_METHOD: Final = "run"
 """An agent's `run`, which does not go through `run_stream`."""
+AGENT_MESSAGE_METHODS: Final = ("on_messages", "on_messages_stream")
+"""The agent protocol a service (and a team's runtime) calls: `on_messages(messages, token) -> Response`
+and `on_messages_stream(messages, token)`, an async generator of events ending with the `Response`.
+Wrapped on every `BaseChatAgent` subclass defining them; `AssistantAgent.on_messages` calls
+`on_messages_stream`, `BaseChatAgent.run` calls `on_messages` and `run_stream` `on_messages_stream`."""
 STATE_METHODS: Final = ("save_state", "load_state")
 """A team's and an agent's state, as a service saves it after a turn and loads it for the next."""
 TEAM_RESET_METHOD: Final = "reset"
@@ -84,6 +89,8 @@ LLM_EVENT_CLASSES: Final = ("LLMCallEvent", "LLMStreamEndEvent")
 """`autogen_core.logging` events a model client builds during a call (their `__init__` is wrapped)."""
 TOOL_RUN_METHOD: Final = "run"
 """`BaseTool.run(args, cancellation_token)`: one tool call, wrapped on every subclass defining it."""
+TOOL_SAVE_STATE_METHOD: Final = "save_state_json"
+"""A tool's saved state (`AgentTool`, `TeamTool`: the agent's or team's `save_state` inside)."""
 
 # --- autogen_agentchat: GenAI spans --------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from opentelemetry import trace
 from otel_agents._internal import keys as sc
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen import wrapping
-from otel_agents._internal.autogen.wrapping import wrap_subclasses
+from otel_agents._internal.autogen.wrapping import on_subclass, wrap_subclasses
 from otel_agents._internal.genai.content import ContentPolicy
 from otel_agents._internal.genai.content import input_messages as content_input_messages
 from otel_agents._internal.genai.content import output_messages as content_output_messages
@@ -206,12 +206,27 @@ def _unpriced(telemetry: Telemetry, model: str | None, tokens: int) -> None:
             )
 
 
+def _delegates(client: object) -> bool:
+    """Whether `client` holds another model client, to which it hands its calls (autogen-ext's
+    `ChatCompletionCache`, a user's wrapper): then that client's call is the one that leaves the
+    process, and has the span; a call the wrapper answers itself (a cache hit) has none."""
+    from autogen_core.models import ChatCompletionClient
+
+    try:
+        held = vars(client).values()
+    except TypeError:  # no __dict__ (slots): holds nothing we can see
+        return False
+    return any(isinstance(value, ChatCompletionClient) for value in held)
+
+
 def _start(
     client: object, args: Sequence[Any], kwargs: Mapping[str, Any], *, streaming: bool = False
 ) -> ModelCall | None:
     if _current_call.get() is not None or not wrapping.active():  # super().create(): one span per call
         return None
     try:
+        if _delegates(client):  # the client it hands the call to makes the span, if the call leaves
+            return None
         node = REGISTRY.lookup(trace.get_current_span().get_span_context())
         if node is None and not wrapping.every_run():  # only the runs you tap
             return None
@@ -331,10 +346,12 @@ def wrapped_in_subclasses() -> tuple[tuple[type, tuple[str, ...]], ...]:
 
 
 def install() -> None:
-    """Wrap every ChatCompletionClient subclass defined so far, and the LLM events' `__init__`
-    (idempotent, cheap to repeat)."""
+    """Wrap every ChatCompletionClient subclass, defined so far or from now on, and the LLM
+    events' `__init__` (idempotent, cheap to repeat)."""
     (client, _), *events = wrapped_in_subclasses()
     create, create_stream = ag.MODEL_CLIENT_METHODS
-    wrap_subclasses(client, {create: _wrap_create, create_stream: _wrap_create_stream})
+    wrappers: dict[str, Callable[[Any], Any]] = {create: _wrap_create, create_stream: _wrap_create_stream}
+    wrap_subclasses(client, wrappers)
+    on_subclass(client, wrappers)  # a client class imported later (as under the distro): as it is created
     for event, _ in events:
         wrap_subclasses(event, {"__init__": _wrap_event_init})

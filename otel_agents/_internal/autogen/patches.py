@@ -26,13 +26,14 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+from otel_agents._internal import keys as sc
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen import wrapping
 from otel_agents._internal.run import attribution
 from otel_agents._internal.run.follow import Kind, RunStream
 from otel_agents._internal.run.start import start_run, workflow_name
 from otel_agents._internal.run.stop import CANCELLED
-from otel_agents._internal.run.workflow import WorkflowSpan
+from otel_agents._internal.run.workflow import WorkflowSpan, in_run
 from otel_agents._internal.telemetry import AUTOGEN_TRACERS, current
 from otel_agents._internal.tracing.registry import REGISTRY, Node
 
@@ -76,7 +77,7 @@ def install() -> None:
 
     restored = wrapping.restored()  # an uninstrument() meanwhile makes the next start install again
     model_clients.install()
-    tools.install()
+    tools.install(save_state=_wrap_save_state_unmarked)
     private.install_link_cache()
     private.install_tracer_hooks(AUTOGEN_TRACERS)
     team = getattr(importlib.import_module(ag.TEAM_CLASS[0]), ag.TEAM_CLASS[1])
@@ -84,12 +85,26 @@ def install() -> None:
     wrapping.replace(team, ag.RUN_STREAM_METHOD, _wrap_run_stream)
     wrapping.replace(agent, ag.RUN_STREAM_METHOD, _wrap_run_stream)
     wrapping.replace(agent, ag.AGENT_RUN_METHOD, _wrap_agent_run)
-    # a team's (or agent's) conversation: carried by save_state/load_state, ended by reset
+    # a team's conversation: carried by its save_state/load_state, ended by reset; an agent's saved
+    # state stays AutoGen's own (a team inside it carries no conversation either)
     save_state, load_state = ag.STATE_METHODS
+    on_messages, on_messages_stream = ag.AGENT_MESSAGE_METHODS
     wrapped: list[tuple[type, tuple[str, ...]]] = []
-    for cls, reset in ((team, ag.TEAM_RESET_METHOD), (agent, ag.AGENT_RESET_METHOD)):
-        wrappers = {save_state: _wrap_save_state, load_state: _wrap_load_state, reset: _wrap_reset}
+    each: tuple[tuple[type, dict[str, Callable[[Any], Any]]], ...] = (
+        (team, {save_state: _wrap_save_state, load_state: _wrap_load_state, ag.TEAM_RESET_METHOD: _wrap_reset}),
+        (
+            agent,
+            {
+                save_state: _wrap_save_state_unmarked,
+                ag.AGENT_RESET_METHOD: _wrap_reset,
+                on_messages: _wrap_on_messages,
+                on_messages_stream: _wrap_on_messages_stream,
+            },
+        ),
+    )
+    for cls, wrappers in each:
         wrapping.wrap_subclasses(cls, wrappers)
+        wrapping.on_subclass(cls, wrappers)  # classes defined from now on: as they are created
         wrapped.append((cls, tuple(wrappers)))
     _installed = (restored, (*wrapped, *model_clients.wrapped_in_subclasses(), *tools.wrapped_in_subclasses()))
 
@@ -165,6 +180,16 @@ def _cause(here: otel_context.Context) -> Node | None:
     return cause if cause is not None and not cause.run.ended else None
 
 
+def _within_a_run(here: otel_context.Context) -> bool:
+    """Whether `here` is inside a run, open or ended (a team running on after its consumer left)."""
+    if in_run(here):
+        return True
+    current_span = trace.get_current_span(here).get_span_context()
+    if not current_span.is_valid:
+        return False
+    return REGISTRY.lookup(current_span) is not None or REGISTRY.of_ended_run(current_span, None) is not None
+
+
 def _nested(name: str, here: otel_context.Context) -> WorkflowSpan | None:
     """An `invoke_workflow {name}` span under the workflow of the traced run current `here`."""
     cause = _cause(here)
@@ -191,6 +216,21 @@ def _wrap_run_stream(original: Callable[..., AsyncIterator[Any]]) -> Callable[..
     return run_stream
 
 
+def _wrap_save_state_unmarked(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """An agent's or a tool's save: AutoGen's state as it is, and no team saved inside it adds
+    the conversation (`SocietyOfMindAgent`, `TeamTool`)."""
+
+    @functools.wraps(original)
+    async def save_state(self: Any, *args: Any, **kwargs: Any) -> Any:
+        token = _saving.set(True)
+        try:
+            return await original(self, *args, **kwargs)
+        finally:
+            _saving.reset(token)
+
+    return save_state
+
+
 def _wrap_save_state(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     @functools.wraps(original)
     async def save_state(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -200,7 +240,7 @@ def _wrap_save_state(original: Callable[..., Awaitable[Any]]) -> Callable[..., A
             state = await original(self, *args, **kwargs)
         finally:
             _saving.reset(token)
-        if not wrapping.active() or not outermost:  # a team's participants: the team carries it
+        if not wrapping.active() or not outermost:  # a team inside an agent or a tool: none
             return state
         try:
             return attribution.with_conversation(self, state)
@@ -253,28 +293,93 @@ def _wrap_agent_run(original: Callable[..., Awaitable[Any]]) -> Callable[..., Aw
                 recorder = None
         if recorder is None:
             return await original(self, *args, **kwargs)
-        token = otel_context.attach(recorder.context)
-        try:
-            result = await original(self, *args, **kwargs)
-        except asyncio.CancelledError:
-            recorder.stopped(CANCELLED)
-            raise
-        except BaseException as exc:
-            recorder.failed(exc)
-            raise
-        else:
-            try:
-                for message in getattr(result, "messages", ()):
-                    recorder.on_item(message, timed=False)
-                recorder.on_item(result)
-            except Exception:  # recording never breaks the run
-                logger.warning("otel-agents could not record the result of %r", recorder.run.workflow, exc_info=True)
-            return result
-        finally:
-            otel_context.detach(token)
-            try:
-                recorder.end()
-            except Exception:
-                logger.warning("otel-agents could not end a span", exc_info=True)
+        return await _recorded(recorder, original(self, *args, **kwargs), _record_task_result)
 
     return run
+
+
+def _record_task_result(recorder: WorkflowSpan, result: Any) -> None:
+    for message in getattr(result, "messages", ()):
+        recorder.on_item(message, timed=False)
+    recorder.on_item(result)
+
+
+def _record_response(recorder: WorkflowSpan, response: Any) -> None:
+    for message in getattr(response, "inner_messages", None) or ():
+        recorder.on_item(message, timed=False)
+    recorder.on_item(response, timed=False)
+
+
+async def _recorded(recorder: WorkflowSpan, call: Awaitable[Any], record: Callable[[WorkflowSpan, Any], None]) -> Any:
+    """Await `call` (an agent's `run` or `on_messages`) with the run's span current, then record
+    what it returned; the run ends whatever happens."""
+    token = otel_context.attach(recorder.context)
+    try:
+        result = await call
+    except asyncio.CancelledError:
+        recorder.stopped(CANCELLED)
+        raise
+    except BaseException as exc:
+        recorder.failed(exc)
+        raise
+    else:
+        try:
+            record(recorder, result)
+        except Exception:  # recording never breaks the run
+            logger.warning("otel-agents could not record the result of %r", recorder.run.workflow, exc_info=True)
+        return result
+    finally:
+        otel_context.detach(token)
+        try:
+            recorder.end()
+        except Exception:
+            logger.warning("otel-agents could not end a span", exc_info=True)
+
+
+def _message_run_starter(agent: object) -> Callable[[], WorkflowSpan | None] | None:
+    """How a run of `agent`'s `on_messages`/`on_messages_stream` called here is recorded: as a
+    run of its own, an `invoke_agent {agent}` root, when the app calls it outside any run while
+    AutoGen is instrumented; None inside a run (AutoGen's turn in a team, the agent's `run`,
+    `AgentTool`, `on_messages` calling `on_messages_stream`: nothing of ours is added)."""
+    if not wrapping.every_run() or _within_a_run(otel_context.get_current()):
+        return None
+    telemetry = current(None)
+    if telemetry.disabled:
+        return None
+    install_new_classes()
+    made_in, given, name = otel_context.get_current(), attribution.given_here(), workflow_name(agent)
+    return lambda: start_run(telemetry, name, made_in, runner=agent, given=given, operation=sc.OPERATION_INVOKE_AGENT)
+
+
+def _wrap_on_messages(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(original)
+    async def on_messages(self: Any, *args: Any, **kwargs: Any) -> Any:
+        recorder = None
+        if wrapping.active():
+            try:
+                start = _message_run_starter(self)
+                recorder = start() if start is not None else None
+            except Exception:  # never break the call
+                recorder = None
+        if recorder is None:
+            return await original(self, *args, **kwargs)
+        return await _recorded(recorder, original(self, *args, **kwargs), _record_response)
+
+    return on_messages
+
+
+def _wrap_on_messages_stream(original: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
+    @functools.wraps(original)
+    def on_messages_stream(self: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        stream = original(self, *args, **kwargs)
+        if not wrapping.active():
+            return stream
+        try:
+            start = _message_run_starter(self)
+        except Exception:  # never break the call
+            return stream
+        if start is None:
+            return stream
+        return RunStream(stream, start, kind="run", name=workflow_name(self), runner=self)
+
+    return on_messages_stream

@@ -18,7 +18,7 @@ from opentelemetry.trace import Span
 from otel_agents._internal import keys as sc
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen import wrapping
-from otel_agents._internal.autogen.wrapping import wrap_subclasses
+from otel_agents._internal.autogen.wrapping import on_subclass, wrap_subclasses
 from otel_agents._internal.genai.content import ContentPolicy
 from otel_agents._internal.telemetry import current
 
@@ -67,10 +67,13 @@ def wrapped_in_subclasses() -> tuple[tuple[type, tuple[str, ...]], ...]:
     """The class whose subclasses `install()` wraps, with the name it wraps there."""
     from autogen_core.tools import BaseTool
 
-    return ((BaseTool, (ag.TOOL_RUN_METHOD,)),)
+    return ((BaseTool, (ag.TOOL_RUN_METHOD, ag.TOOL_SAVE_STATE_METHOD)),)
 
 
-def install() -> None:
-    """Wrap `run` on every BaseTool subclass defined so far (idempotent)."""
+def install(*, save_state: Callable[[Any], Any]) -> None:
+    """Wrap `run` (and `save_state_json` with `save_state`) on every BaseTool subclass defined so
+    far and, through the class-creation hook, every one defined from now on (idempotent)."""
     ((tool, _),) = wrapped_in_subclasses()
-    wrap_subclasses(tool, {ag.TOOL_RUN_METHOD: _wrap_run})
+    wrappers = {ag.TOOL_RUN_METHOD: _wrap_run, ag.TOOL_SAVE_STATE_METHOD: save_state}
+    wrap_subclasses(tool, wrappers)
+    on_subclass(tool, wrappers)

@@ -10,6 +10,7 @@ False), so theirs keeps working and we record nothing; instrumenting again wakes
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import Any, Final
 
 MARK: Final = "__otel_agents_wrapped__"
 _MISSING: Final = object()
+logger = logging.getLogger(__name__)
 _lock = threading.RLock()
 
 
@@ -112,6 +114,40 @@ def wrap_subclasses(base: type, wrappers: Mapping[str, Callable[[Any], Any]]) ->
                 method = cls.__dict__.get(name)
                 if _to_wrap(method):
                     replace(cls, name, wrap, original=method)
+
+
+SUBCLASS_HOOK: Final = "__init_subclass__"
+
+
+def on_subclass(base: type, wrappers: Mapping[str, Callable[[Any], Any]]) -> bool:
+    """From now on, every subclass of `base` gets `wrappers` on the methods it defines as it is
+    created (`base.__init_subclass__`, the hook Python gives class creation): a model client class
+    imported after instrumenting is traced from its first call, in a run or not. Calls the
+    `__init_subclass__` that was in place (base's own, else the next in the MRO), then wraps;
+    `restore_all()` takes the hook away. False when the hook is in place already."""
+
+    def hook(original: Any) -> Any:
+        own = base.__dict__.get(SUBCLASS_HOOK)
+        before = own.__func__ if isinstance(own, classmethod) else None
+
+        def __init_subclass__(cls: Any, /, **kwargs: Any) -> None:
+            if before is not None:
+                before(cls, **kwargs)
+            else:
+                super(base, cls).__init_subclass__(**kwargs)  # type: ignore[arg-type]
+            if _active:
+                try:
+                    with _lock:
+                        for name, wrap in wrappers.items():
+                            method = cls.__dict__.get(name)
+                            if _to_wrap(method):
+                                replace(cls, name, wrap, original=method)
+                except Exception:  # a class is always created, traced or not
+                    logger.warning("otel-agents could not wrap %s", cls.__qualname__, exc_info=True)
+
+        return classmethod(__init_subclass__)
+
+    return replace(base, SUBCLASS_HOOK, hook)
 
 
 def unwrapped_in_subclasses(base: type, names: tuple[str, ...]) -> bool:

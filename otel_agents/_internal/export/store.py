@@ -221,10 +221,14 @@ def _encode(span: ReadableSpan) -> tuple[Any, ...]:
     )
 
 
+_RUN_OPERATIONS: Final = (sc.OPERATION_INVOKE_WORKFLOW, sc.OPERATION_INVOKE_AGENT)
+"""A run's root: a team's or an agent's run (`invoke_workflow`), an agent's `on_messages` (`invoke_agent`)."""
+
+
 def _run_row(span: ReadableSpan) -> tuple[Any, ...] | None:
     attributes = span.attributes or {}
     run_id = attributes.get(sc.RUN_ID)
-    if attributes.get(sc.GEN_AI_OPERATION_NAME) != sc.OPERATION_INVOKE_WORKFLOW or not run_id:
+    if attributes.get(sc.GEN_AI_OPERATION_NAME) not in _RUN_OPERATIONS or not run_id:
         return None
     assert span.context is not None
     return (

@@ -6,8 +6,10 @@ import logging
 from collections.abc import Callable
 
 from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.trace import Link
 
+from otel_agents._internal import keys as sc
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.genai.loops import LoopRules
 from otel_agents._internal.run import attribution
@@ -36,6 +38,13 @@ def workflow_name(runner: object | None, stream: object | None = None) -> str:
     return name if isinstance(name, str) and name else UNKNOWN_WORKFLOW
 
 
+def is_agent(runner: object) -> bool:
+    """Whether `runner` is an AgentChat agent (not a team)."""
+    from autogen_agentchat.agents import BaseChatAgent
+
+    return isinstance(runner, BaseChatAgent)
+
+
 def start_run(
     telemetry: Telemetry,
     name: str,
@@ -43,6 +52,7 @@ def start_run(
     *,
     runner: object | None = None,
     given: attribution.Attribution | None = None,
+    operation: str = sc.OPERATION_INVOKE_WORKFLOW,
 ) -> WorkflowSpan | None:
     """The run's span, under `parent` (default: the current context); None (the run goes
     untraced) if it cannot be started. `runner` (the team or agent) keeps the conversation;
@@ -64,7 +74,20 @@ def start_run(
             attributes=who.attributes,
         )
         links = [Link(resumed_from)] if resumed_from is not None else []
-        workflow = WorkflowSpan(run, name, parent, attributes=who.span_attributes(), links=links)
+        if telemetry.settings.run_parent == "link":  # the root of its own trace, linked to where it started
+            here = trace.get_current_span(parent).get_span_context()
+            if here.is_valid:
+                links.append(Link(here))
+            parent = trace.set_span_in_context(trace.INVALID_SPAN, parent)  # baggage and the rest kept
+        workflow = WorkflowSpan(
+            run,
+            name,
+            parent,
+            attributes=who.span_attributes(),
+            links=links,
+            operation=operation,
+            single_agent=runner is not None and is_agent(runner),
+        )
         if runner is not None:  # the conversation's last run, once it really ran (AutoGen may refuse it)
             span, run_id = workflow.span.get_span_context(), workflow.run_id
             workflow.at_first_item = lambda: attribution.run_started(runner, span, run_id)

@@ -14,6 +14,7 @@ StopKind = Literal[
     "token_budget",
     "external",
     "loop_guard",
+    "completed",
     "cancelled",
     "consumer_closed",
     "shutdown",
@@ -21,6 +22,8 @@ StopKind = Literal[
     "other",
 ]
 
+COMPLETED: Final = "completed"
+"""A single agent's run that ended with its response (its stop reason: `completed: TextMessage`)."""
 CANCELLED: Final = "cancelled"
 CONSUMER_CLOSED: Final = "consumer_closed"
 SHUTDOWN: Final = "shutdown"

@@ -8,7 +8,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -16,14 +16,14 @@ from opentelemetry.trace import Link, SpanKind
 
 from otel_agents._internal import keys as sc
 from otel_agents._internal.run.state import Run
-from otel_agents._internal.run.stop import EARLY_STOPS, SHUTDOWN, StopKind, error_reason, stop_kind_of
+from otel_agents._internal.run.stop import COMPLETED, EARLY_STOPS, SHUTDOWN, StopKind, error_reason, stop_kind_of
 from otel_agents._internal.tracing.errors import mark_error
 from otel_agents._internal.tracing.per_provider import PerProvider
 from otel_agents._internal.tracing.registry import REGISTRY, Trail
 from otel_agents._version import __version__
 
 if TYPE_CHECKING:
-    from autogen_agentchat.base import TaskResult
+    from autogen_agentchat.base import Response, TaskResult
     from autogen_agentchat.messages import ModelClientStreamingChunkEvent
 
 _TRACER_NAME = "otel_agents"
@@ -31,12 +31,12 @@ _TRACER_NAME = "otel_agents"
 logger = logging.getLogger(__name__)
 
 
-def _autogen_types() -> tuple[type[TaskResult], type[ModelClientStreamingChunkEvent]]:
+def _autogen_types() -> tuple[type[TaskResult], type[ModelClientStreamingChunkEvent], type[Response], type[Any]]:
     # Imported when a run starts, not when otel_agents is imported: AutoGen is loaded by then.
-    from autogen_agentchat.base import TaskResult
-    from autogen_agentchat.messages import ModelClientStreamingChunkEvent
+    from autogen_agentchat.base import Response, TaskResult
+    from autogen_agentchat.messages import HandoffMessage, ModelClientStreamingChunkEvent
 
-    return TaskResult, ModelClientStreamingChunkEvent
+    return TaskResult, ModelClientStreamingChunkEvent, Response, HandoffMessage
 
 
 _tracers: PerProvider[trace.Tracer] = PerProvider()
@@ -66,6 +66,16 @@ def end_open_runs(provider: trace.TracerProvider | None) -> None:
             logger.warning("otel-agents could not end a run at shutdown", exc_info=True)
 
 
+_IN_RUN: Final = otel_context.create_key("otel_agents.in_run")
+
+
+def in_run(context: otel_context.Context | None = None) -> bool:
+    """Whether `context` (default: the current one) descends from a run's context: what a run
+    causes, even where the span registry lets go of its spans (a team's embedded runtime inherits
+    it; a runtime started outside the run does not, and is told by the registry)."""
+    return bool(otel_context.get_value(_IN_RUN, context))
+
+
 def new_run_id() -> str:
     """32 lowercase hex digits, drawn as the SDK draws trace ids (`os.urandom` can be slow)."""
     return f"{random.getrandbits(128):032x}"
@@ -83,19 +93,26 @@ class WorkflowSpan:
         within: Trail | None = None,
         attributes: Mapping[str, Any] | None = None,
         links: Sequence[Link] = (),
+        operation: str = sc.OPERATION_INVOKE_WORKFLOW,
+        single_agent: bool = False,
     ) -> None:
         """The run span of `run`; with `within`, the span of a team nested in that trail's run.
-        `attributes` and `links` go on the span as it starts (who the run is for, the run before)."""
+        `attributes` and `links` go on the span as it starts (who the run is for, the run before).
+        `operation`: `invoke_agent` for a run of an agent's `on_messages`; `single_agent`: the
+        run is one agent's (`run`, `on_messages`), whose stop reason is its response's."""
         self.run = run
         self.is_root = is_root = within is None
-        self._task_result_type, self._chunk_type = _autogen_types()
+        self._single_agent = single_agent
+        self._task_result_type, self._chunk_type, self._response_type, self._handoff_type = _autogen_types()
         self._spans = _tracer(run.provider)
         self._last_ns = self._start_ns = time.time_ns()
         attributes_given = attributes
         span_attributes: dict[str, Any] = {
-            sc.GEN_AI_OPERATION_NAME: sc.OPERATION_INVOKE_WORKFLOW,
+            sc.GEN_AI_OPERATION_NAME: operation,
             sc.GEN_AI_WORKFLOW_NAME: name,
         }
+        if operation == sc.OPERATION_INVOKE_AGENT:
+            span_attributes[sc.GEN_AI_AGENT_NAME] = name
         self.run_id = new_run_id() if is_root else None
         if self.run_id is not None:
             if attributes_given:
@@ -104,7 +121,7 @@ class WorkflowSpan:
             if run.conversation_id is not None:
                 span_attributes[sc.GEN_AI_CONVERSATION_ID] = run.conversation_id
         self.span = self._spans.start_span(
-            f"{sc.OPERATION_INVOKE_WORKFLOW} {name}",
+            f"{operation} {name}",
             context=parent,
             kind=SpanKind.INTERNAL,
             attributes=span_attributes,
@@ -116,7 +133,7 @@ class WorkflowSpan:
         else:
             self.trail = within
             REGISTRY.add_workflow(within, self.span.get_span_context())
-        self.context = trace.set_span_in_context(self.span, parent)
+        self.context = trace.set_span_in_context(self.span, otel_context.set_value(_IN_RUN, True, parent))
         self.message_count = 0
         self.input_tokens = 0
         self.output_tokens = 0
@@ -140,9 +157,17 @@ class WorkflowSpan:
             at_first_item, self.at_first_item = self.at_first_item, None
             at_first_item()
         if isinstance(item, self._task_result_type):
-            self.stop_reason = item.stop_reason
-            self.stop_kind = stop_kind_of(item.stop_reason)
+            if item.stop_reason is None and self._single_agent and item.messages:
+                self._responded(item.messages[-1])
+            else:
+                self.stop_reason = item.stop_reason
+                self.stop_kind = stop_kind_of(item.stop_reason)
             self._finished = True  # how it ended is known: a consumer leaving now changes nothing
+            return
+        if isinstance(item, self._response_type):  # the end of an agent's `on_messages_stream`
+            self.on_item(item.chat_message, timed=timed)
+            self._responded(item.chat_message)
+            self._finished = True
             return
         if isinstance(item, self._chunk_type):
             return
@@ -182,6 +207,13 @@ class WorkflowSpan:
             message_span.end(end_time=now)
             self._detect_loops(item)
         self._last_ns = now
+
+    def _responded(self, message: object) -> None:
+        """A single agent's run ended by its response: `completed` naming the response's type, or
+        `handoff`."""
+        kind = type(message).__name__
+        self.stop_reason = f"{COMPLETED}: {kind}"
+        self.stop_kind = "handoff" if isinstance(message, self._handoff_type) else "completed"
 
     def _detect_loops(self, item: object) -> None:
         """Run the loop rules on the item; a broken rule is an event on the run span and a count."""

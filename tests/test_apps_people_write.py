@@ -1,0 +1,284 @@
+"""What the apps people write get with no change: model clients defined after instrumenting, an
+agent's `on_messages` called by a service, clients that wrap clients, saved state as AutoGen
+makes it, and runs that start their own trace."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from typing import Any
+
+import pytest
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.base import Response
+from autogen_agentchat.conditions import MaxMessageTermination
+from autogen_agentchat.messages import TextMessage
+from autogen_agentchat.teams import RoundRobinGroupChat
+from autogen_agentchat.tools import AgentTool
+from autogen_core import CancellationToken
+from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, RequestUsage, UserMessage
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import otel_agents
+from tests.conftest import Capture
+from tests.support.spans import one_trace
+from tests.support.teams import MODEL_INFO, replay, text
+
+
+def asked(content: str = "hello") -> list[TextMessage]:
+    return [TextMessage(content=content, source="user")]
+
+
+def a_client_class_defined_now() -> type[ChatCompletionClient]:
+    """A model client class created after `configure()` (as every class is under the distro)."""
+
+    class HouseClient(ChatCompletionClient):
+        def __init__(self, reply: str) -> None:
+            self.reply = reply
+
+        async def create(self, messages: Sequence[LLMMessage], **kwargs: Any) -> CreateResult:
+            usage = RequestUsage(prompt_tokens=7, completion_tokens=2)
+            return CreateResult(finish_reason="stop", content=self.reply, usage=usage, cached=False)
+
+        def create_stream(self, messages: Sequence[LLMMessage], **kwargs: Any) -> AsyncGenerator[Any, None]:
+            raise NotImplementedError
+
+        async def close(self) -> None:
+            pass
+
+        def actual_usage(self) -> RequestUsage:
+            return RequestUsage(0, 0)
+
+        def total_usage(self) -> RequestUsage:
+            return RequestUsage(0, 0)
+
+        def count_tokens(self, messages: Sequence[LLMMessage], **kwargs: Any) -> int:
+            return 0
+
+        def remaining_tokens(self, messages: Sequence[LLMMessage], **kwargs: Any) -> int:
+            return 1000
+
+        @property
+        def capabilities(self) -> Any:
+            return MODEL_INFO
+
+        @property
+        def model_info(self) -> Any:
+            return MODEL_INFO
+
+    return HouseClient
+
+
+async def test_a_client_class_defined_after_configure_gets_a_chat_span_outside_any_run(capture: Capture) -> None:
+    client = a_client_class_defined_now()("hi")
+    await client.create([UserMessage(content="hi", source="user")])
+    (call,) = [s for s in capture.spans() if s.name.startswith("chat")]
+    assert call.parent is None, "a trace of its own"
+    assert call.attributes["gen_ai.usage.input_tokens"] == 7
+
+
+async def test_a_call_outside_any_run_is_a_child_of_the_span_current_there(capture: Capture) -> None:
+    client = a_client_class_defined_now()("hi")
+    with capture.telemetry.tracer_provider.get_tracer("app").start_as_current_span("request") as request:
+        await client.create([UserMessage(content="hi", source="user")])
+    (call,) = [s for s in capture.spans() if s.name.startswith("chat")]
+    assert call.parent is not None and call.parent.span_id == request.get_span_context().span_id
+
+
+async def test_uninstrument_unwraps_a_client_class_defined_while_instrumented(capture: Capture) -> None:
+    cls = a_client_class_defined_now()
+    wrapped = vars(cls)["create"]
+    otel_agents.AutoGenInstrumentor().uninstrument()
+    try:
+        assert vars(cls)["create"] is not wrapped and not hasattr(vars(cls)["create"], "__wrapped__")
+        assert "__init_subclass__" not in vars(ChatCompletionClient), "the class-creation hook is gone"
+        await cls("hi").create([UserMessage(content="hi", source="user")])
+        assert not [s for s in capture.spans() if s.name.startswith("chat")]
+    finally:
+        otel_agents.AutoGenInstrumentor().instrument()
+
+
+async def test_an_agents_on_messages_called_by_the_app_is_a_run_of_that_agent(capture: Capture) -> None:
+    agent = AssistantAgent("support", model_client=replay(text("answer", 11, 4)))
+    with otel_agents.run_attributes(user_id="u-7"):
+        response = await agent.on_messages(asked(), CancellationToken())
+    assert isinstance(response, Response)
+
+    tree = one_trace(capture.spans())
+    root = tree.root
+    assert root.name == "invoke_agent support"
+    assert root.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert root.attributes["gen_ai.agent.name"] == "support"
+    assert len(str(root.attributes["otel_agents.run.id"])) == 32
+    assert root.attributes["user.id"] == "u-7"
+    assert root.attributes["gen_ai.usage.input_tokens"] == 11
+    assert root.attributes["gen_ai.usage.output_tokens"] == 4
+    assert root.attributes["otel_agents.stop_kind"] == "completed"
+    assert root.attributes["otel_agents.stop_reason"] == "completed: TextMessage"
+    (chat,) = tree.named("chat")
+    assert chat.parent is not None and chat.parent.span_id == root.context.span_id
+    assert [m.name for m in tree.named("message ")] == ["message support"]
+    assert not tree.named("invoke_workflow"), "one run, one root: on_messages_stream inside it adds nothing"
+
+
+async def test_an_agents_on_messages_stream_is_a_run_whose_messages_stream(capture: Capture) -> None:
+    agent = AssistantAgent("support", model_client=replay(text("answer")))
+    items = [item async for item in agent.on_messages_stream(asked(), CancellationToken())]
+    assert isinstance(items[-1], Response)
+    tree = one_trace(capture.spans())
+    assert tree.root.name == "invoke_agent support"
+    assert tree.root.attributes["otel_agents.stop_kind"] == "completed"
+    assert tree.root.attributes["otel_agents.message_count"] == 1
+
+
+async def test_on_messages_runs_are_listed_and_counted_like_team_runs(tmp_path: Any) -> None:
+    telemetry = otel_agents.configure(store=tmp_path)
+    try:
+        agent = AssistantAgent("support", model_client=replay(text("one", 3, 1), text("two", 5, 2)))
+        await agent.on_messages(asked(), CancellationToken())
+        await agent.on_messages(asked("again"), CancellationToken())
+    finally:
+        telemetry.shutdown()
+    from otel_agents._internal.export.store import Store
+
+    runs = Store(tmp_path).runs()
+    assert [(r.team, r.input_tokens, r.output_tokens) for r in runs] == [("support", 5, 2), ("support", 3, 1)]
+
+
+async def test_inside_a_team_an_agents_turn_stays_autogens_own(capture: Capture) -> None:
+    writer = AssistantAgent("writer", model_client=replay(text("draft"), text("draft 2")))
+    critic = AssistantAgent("critic", model_client=replay(text("notes"), text("notes 2")))
+    team = RoundRobinGroupChat([writer, critic], termination_condition=MaxMessageTermination(3), name="room")
+    await team.run(task="go")
+    tree = one_trace(capture.spans())
+    assert tree.root.name == "invoke_workflow room"
+    assert len(tree.named("invoke_agent ")) == 2, "one turn span per turn, none of ours beside it"
+    assert all("otel_agents.run.id" not in s.attributes for s in tree.named("invoke_agent "))
+
+
+async def test_agent_tool_nests_in_the_run_that_calls_it(capture: Capture) -> None:
+    inner = AssistantAgent("researcher", model_client=replay(text("found it")))
+    tool = AgentTool(inner)
+    await tool.run_json({"task": "look"}, CancellationToken())
+    tree = one_trace(capture.spans())
+    assert tree.root.name == "execute_tool researcher", "AutoGen's tool span, called outside any run"
+    runs = [s for s in tree.spans if "otel_agents.run.id" in s.attributes]
+    assert [r.name for r in runs] == ["invoke_workflow researcher"], "the agent's run inside: one, no second"
+
+
+class Wrapping(ChatCompletionClient):
+    """A user's wrapper: hands every call to the client it holds."""
+
+    def __init__(self, inner: ChatCompletionClient) -> None:
+        self.inner = inner
+
+    async def create(self, messages: Sequence[LLMMessage], **kwargs: Any) -> CreateResult:
+        return await self.inner.create(messages, **kwargs)
+
+    def create_stream(self, messages: Sequence[LLMMessage], **kwargs: Any) -> AsyncGenerator[Any, None]:
+        return self.inner.create_stream(messages, **kwargs)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    def actual_usage(self) -> RequestUsage:
+        return self.inner.actual_usage()
+
+    def total_usage(self) -> RequestUsage:
+        return self.inner.total_usage()
+
+    def count_tokens(self, messages: Sequence[LLMMessage], **kwargs: Any) -> int:
+        return self.inner.count_tokens(messages, **kwargs)
+
+    def remaining_tokens(self, messages: Sequence[LLMMessage], **kwargs: Any) -> int:
+        return self.inner.remaining_tokens(messages, **kwargs)
+
+    @property
+    def capabilities(self) -> Any:
+        return self.inner.capabilities
+
+    @property
+    def model_info(self) -> Any:
+        return self.inner.model_info
+
+
+async def test_a_client_that_hands_its_call_to_another_adds_no_span(capture: Capture) -> None:
+    client = Wrapping(replay(text("hi", 9, 2)))
+    agent = AssistantAgent("support", model_client=client)
+    await agent.run(task="go")
+    tree = one_trace(capture.spans())
+    (chat,) = tree.named("chat")
+    assert chat.attributes["gen_ai.provider.name"] == "autogen.replay", "the span of the call that leaves"
+    assert tree.root.attributes["gen_ai.usage.input_tokens"] == 9
+
+
+async def test_the_chat_completion_cache_answers_a_repeat_with_no_span(capture: Capture) -> None:
+    from autogen_core import CacheStore
+    from autogen_ext.models.cache import ChatCompletionCache
+
+    class MemoryStore(CacheStore[Any]):
+        def __init__(self) -> None:
+            self.kept: dict[str, Any] = {}
+
+        def get(self, key: str, default: Any = None) -> Any:
+            return self.kept.get(key, default)
+
+        def set(self, key: str, value: Any) -> None:
+            self.kept[key] = value
+
+    cache = ChatCompletionCache(replay(text("hi", 9, 2), text("other", 9, 2)), MemoryStore())
+    question = [UserMessage(content="same question", source="user")]
+    await cache.create(question)
+    again = await cache.create(question)
+    assert again.cached and again.content == "hi", "answered from the cache: the inner client was not asked"
+    (chat,) = [s for s in capture.spans() if s.name.startswith("chat")]
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 9, "the miss, once; the hit: no span"
+
+
+async def test_an_agents_and_a_tools_saved_state_are_autogens_own(capture: Capture) -> None:
+    agent = AssistantAgent("support", model_client=replay(text("hi"), text("again")))
+    await agent.run(task="go")
+    state = await agent.save_state()
+    otel_agents.AutoGenInstrumentor().uninstrument()
+    try:
+        assert await agent.save_state() == state, "the same as AutoGen's with otel-agents off"
+    finally:
+        otel_agents.AutoGenInstrumentor().instrument()
+    assert "otel_agents" not in state
+    tool = AgentTool(AssistantAgent("inner", model_client=replay(text("hi"))))
+    await tool.run_json({"task": "go"}, CancellationToken())
+    assert "otel_agents" not in str(await tool.save_state_json())
+
+
+async def test_a_teams_saved_state_carries_its_conversation(capture: Capture) -> None:
+    team = RoundRobinGroupChat(
+        [AssistantAgent("a", model_client=replay(text("x")))], termination_condition=MaxMessageTermination(2)
+    )
+    await team.run(task="go")
+    state: Mapping[str, Any] = await team.save_state()
+    assert "otel_agents" in state
+
+
+async def test_with_run_parent_link_each_run_is_the_root_of_its_own_trace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_AGENTS_RUN_PARENT", "link")
+    exporter = InMemorySpanExporter()
+    telemetry = otel_agents.configure(span_exporter=exporter)
+    try:
+        app = TracerProvider()
+        app.add_span_processor(SimpleSpanProcessor(exporter))
+        with app.get_tracer("app").start_as_current_span("websocket session") as session:
+            with otel_agents.run_attributes(user_id="u-1"):
+                for _ in range(2):
+                    agent = AssistantAgent("support", model_client=replay(text("hi")))
+                    await agent.run(task="go")
+        telemetry.force_flush()
+        runs = [s for s in exporter.get_finished_spans() if s.name == "invoke_workflow support"]
+        assert len(runs) == 2
+        for run in runs:
+            assert run.parent is None, "the root of its own trace"
+            assert run.context.trace_id != session.get_span_context().trace_id
+            assert [link.context.span_id for link in run.links] == [session.get_span_context().span_id]
+            assert run.attributes["user.id"] == "u-1"
+    finally:
+        telemetry.shutdown()
