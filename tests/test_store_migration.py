@@ -4,6 +4,7 @@ writer, several processes at once), a newer one is refused in one line and left 
 from __future__ import annotations
 
 import logging
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -106,8 +107,8 @@ def schema(directory: Path) -> tuple[int, list[str]]:
 
 def test_a_new_store_has_the_current_version(source: Path) -> None:
     version, columns = schema(source)
-    assert version == SCHEMA_VERSION == 1
-    assert columns[-3:] == ["user_id", "session_id", "conversation_id"]
+    assert version == SCHEMA_VERSION == 2
+    assert columns[-4:] == ["user_id", "session_id", "conversation_id", "unknown_calls"]
 
 
 def test_reading_an_old_store_migrates_it_in_place(source: Path, tmp_path: Path) -> None:
@@ -117,7 +118,10 @@ def test_reading_an_old_store_migrates_it_in_place(source: Path, tmp_path: Path)
 
     done = cli("--store", str(old), "runs", "--json")
     assert done.returncode == 0, done.stderr
-    assert schema(old) == (1, [*V0_RUN_COLUMNS.split(", "), "user_id", "session_id", "conversation_id"])
+    assert schema(old) == (
+        2,
+        [*V0_RUN_COLUMNS.split(", "), "user_id", "session_id", "conversation_id", "unknown_calls"],
+    )
     migrated = {r.run_id: r for r in Store(old).runs()}
     assert migrated == before, "every run, its old columns as they were and the new ones from its run span"
     by_team = {r.team: r for r in migrated.values()}
@@ -131,7 +135,7 @@ def test_reading_an_old_store_migrates_it_in_place(source: Path, tmp_path: Path)
 def test_runs_recorded_before_attribution_keep_empty_columns(source: Path, tmp_path: Path) -> None:
     old = old_store(source, tmp_path / "old", strip=("user.id", "session.id", "gen_ai.conversation.id"))
     runs = Store(old).runs()
-    assert len(runs) == 3 and schema(old)[0] == 1
+    assert len(runs) == 3 and schema(old)[0] == 2
     assert all((r.user_id, r.session_id, r.conversation_id) == (None, None, None) for r in runs)
     done = cli("--store", str(old), "show", runs[0].run_id)
     assert done.returncode == 0, done.stderr
@@ -144,7 +148,7 @@ async def test_writing_to_an_old_store_migrates_it_and_adds_the_new_run(source: 
         with otel_agents.run_attributes(user_id="ben"):
             await writers_room(max_messages=2, name="after-the-upgrade").run(task="go")
         telemetry.force_flush()
-    assert schema(old)[0] == 1
+    assert schema(old)[0] == 2
     runs = {r.team: r for r in Store(old).runs()}
     assert set(runs) == {"with-user", "in-a-conversation", "for-nobody", "after-the-upgrade"}
     assert runs["after-the-upgrade"].user_id == "ben" and runs["with-user"].user_id == "ana"
@@ -165,7 +169,10 @@ def test_several_processes_opening_an_old_store_at_once_migrate_it_once(source: 
     for reader in readers:
         _, errors = reader.communicate(timeout=120)
         assert reader.returncode == 0, errors  # a second ALTER TABLE would fail: "duplicate column name"
-    assert schema(old) == (1, [*V0_RUN_COLUMNS.split(", "), "user_id", "session_id", "conversation_id"])
+    assert schema(old) == (
+        2,
+        [*V0_RUN_COLUMNS.split(", "), "user_id", "session_id", "conversation_id", "unknown_calls"],
+    )
 
 
 @pytest.mark.parametrize(
@@ -174,16 +181,16 @@ def test_several_processes_opening_an_old_store_at_once_migrate_it_once(source: 
 def test_a_newer_store_is_refused_in_one_line(source: Path, tmp_path: Path, command: list[str]) -> None:
     newer = old_store(source, tmp_path / "newer")
     with sqlite3.connect(newer / DATABASE) as connection:
-        connection.execute("PRAGMA user_version = 2")
+        connection.execute("PRAGMA user_version = 3")
     done = cli("--store", str(newer), *command)
     assert done.returncode == 2, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert line == (
-        f"otel-agents: error: the store at {newer / DATABASE} has schema version 2, newer than this otel-agents "
-        "reads (1); upgrade otel-agents or use another store"
+        f"otel-agents: error: the store at {newer / DATABASE} has schema version 3, newer than this otel-agents "
+        "reads (2); upgrade otel-agents or use another store"
     )
     assert done.stdout == ""
-    assert schema(newer)[0] == 2 and "user_id" not in schema(newer)[1], "left as it was"
+    assert schema(newer)[0] == 3 and "user_id" not in schema(newer)[1], "left as it was"
 
 
 async def test_a_newer_store_is_not_written_and_the_run_never_notices(
@@ -205,3 +212,14 @@ async def test_a_newer_store_is_not_written_and_the_run_never_notices(
         assert connection.execute("SELECT count(*) FROM runs WHERE team = 'refused'").fetchone() == (0,)
         assert connection.execute("PRAGMA user_version").fetchone() == (7,)
         assert connection.execute("PRAGMA journal_mode").fetchone() == ("delete",), "not even its journal mode"
+
+
+def test_a_version_1_store_gains_the_unknown_calls_column(source: Path, tmp_path: Path) -> None:
+    v1 = tmp_path / "v1"
+    shutil.copytree(source, v1)
+    with sqlite3.connect(v1 / DATABASE) as connection:
+        connection.execute("ALTER TABLE runs DROP COLUMN unknown_calls")
+        connection.execute("PRAGMA user_version = 1")
+    before = {r.run_id: r for r in Store(source).runs()}
+    assert {r.run_id: r for r in Store(v1).runs()} == before
+    assert schema(v1)[0] == 2 and schema(v1)[1][-1] == "unknown_calls"

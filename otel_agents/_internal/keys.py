@@ -44,6 +44,8 @@ STOP_REASON: Final = "otel_agents.stop_reason"
 STOP_KIND: Final = "otel_agents.stop_kind"
 MESSAGE_COUNT: Final = "otel_agents.message_count"
 COST_USD: Final = "otel_agents.cost.usd"
+USAGE_UNKNOWN_CALLS: Final = "otel_agents.usage.unknown_calls"
+"""Model calls of a run whose client reported no usage (a stream without usage): absent when 0."""
 
 # otel-agents: runaway loops
 LOOP_DETECTED_EVENT: Final = "otel_agents.loop_detected"

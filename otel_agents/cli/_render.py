@@ -70,7 +70,17 @@ def run_json(run: StoredRun) -> dict[str, Any]:
         "cost_usd": None if run.cost_usd is None else micro(run.cost_usd) / 1_000_000,  # as `cost` counts it
         "stop_reason": run.stop_reason,
         "stop_kind": run.stop_kind,
+        "unknown_usage_calls": run.unknown_calls or 0,
     }
+
+
+UNKNOWN: Final = "?"
+"""A cost (or token count) not known: a model call reported no usage (a stream without usage)."""
+
+
+def run_money(run: StoredRun) -> str:
+    """A run's cost: "?" when a call reported no usage, "-" when a model had no price."""
+    return UNKNOWN if run.unknown_calls else money(run.cost_usd)
 
 
 def money(value: float | None) -> str:
@@ -112,8 +122,8 @@ def runs_table(runs: Sequence[StoredRun]) -> Table:
             _short(run.conversation_id),
             f"{(run.ended_ns - run.started_ns) / 1e9:.2f}s",
             str(run.messages or 0),
-            f"{tokens:,}",
-            money(run.cost_usd),
+            f"{tokens:,}+{UNKNOWN}" if run.unknown_calls else f"{tokens:,}",
+            run_money(run),
             run.stop_kind or "",
         )
     return table
@@ -153,6 +163,8 @@ def _details(span: StoredSpan) -> str:
     )
     if tokens_in is not None or tokens_out is not None:
         parts.append(f"{tokens_in or 0:,} in / {tokens_out or 0:,} out")
+    elif attributes.get(sc.GEN_AI_OPERATION_NAME) == sc.OPERATION_CHAT and sc.ERROR_TYPE not in attributes:
+        parts.append(f"{UNKNOWN} tokens (no usage reported)")
     cost = attributes.get(sc.COST_USD)
     if cost is not None:
         parts.append(money(float(cost)))
@@ -223,7 +235,7 @@ def trace_tree(run: StoredRun, spans: Sequence[StoredSpan], others: Sequence[Sto
         _line(
             f"{run.team or ''}: {run.messages or 0} messages, "
             f"{run.input_tokens or 0:,} in / {run.output_tokens or 0:,} out, "
-            f"cost {money(run.cost_usd)}, stopped: {run.stop_reason or run.stop_kind or '-'}"
+            f"cost {run_money(run)}, stopped: {run.stop_reason or run.stop_kind or '-'}"
         ),
         _line(_who(run)),
         _line(""),
@@ -259,7 +271,7 @@ def conversation_runs(run: StoredRun, others: Sequence[StoredRun]) -> list[Rende
             _started(other.started_ns),
             other.team or "",
             str(other.messages or 0),
-            money(other.cost_usd),
+            run_money(other),
             when,
         )
     title = f"{len(others)} other run{'s' if len(others) != 1 else ''} of conversation {run.conversation_id}:"

@@ -143,6 +143,12 @@ MODEL_CLIENT_PROVIDERS: Final[Mapping[str, str]] = {
 }
 """autogen-ext's model client classes, by name, and their `gen_ai.provider.name`."""
 
+OPENAI_CLIENT_BASE: Final = "BaseOpenAIChatCompletionClient"
+"""autogen-ext's OpenAI and Azure OpenAI clients' base class, by name."""
+OPENAI_STREAM_USAGE_ARGUMENT: Final = "include_usage"
+"""`create_stream(..., include_usage=True)`: the OpenAI clients then ask for usage in the stream's last
+chunk (`stream_options.include_usage`); without it a streamed call reports `RequestUsage(0, 0)`."""
+
 # --- private members read ------------------------------------------------------------------------
 
 CLIENT_CREATE_ARGS: Final = "_create_args"

@@ -67,8 +67,9 @@ class LoopGuard(TerminationCondition, Component[LoopGuardConfig]):
             self._rules = LoopRules(self._thresholds())
         node = REGISTRY.lookup(trace.get_current_span().get_span_context())
         tokens, cost = node.run.totals.for_budgets() if node is not None else (None, None)
+        unknown = node.run.totals.unknown_calls if node is not None else 0
         for message in messages:
-            hits = self._rules.observe(message, run_tokens=tokens, run_cost=cost)
+            hits = self._rules.observe(message, run_tokens=tokens, run_cost=cost, unknown_calls=unknown)
             if hits:
                 self._stopped = True
                 return StopMessage(content=hits[0].reason, source="LoopGuard")

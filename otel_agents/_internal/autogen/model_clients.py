@@ -107,6 +107,16 @@ class ModelCall:
         )
         self.context = self._inference.context
 
+    def asks_stream_usage(self, client: object, kwargs: Mapping[str, Any]) -> bool:
+        """Whether to ask an OpenAI client for usage on this streamed call
+        (`OTEL_AGENTS_STREAM_USAGE=request`), when the call does not say itself."""
+        if self._telemetry.settings.stream_usage != "request" or ag.OPENAI_STREAM_USAGE_ARGUMENT in kwargs:
+            return False
+        extra = kwargs.get(_EXTRA_CREATE_ARGS)
+        if isinstance(extra, Mapping) and "stream_options" in extra:
+            return False
+        return any(cls.__name__ == ag.OPENAI_CLIENT_BASE for cls in type(client).__mro__)
+
     @property
     def agent(self) -> str | None:
         return self.node.agent if self.node is not None and not self.node.is_runtime else None
@@ -129,7 +139,19 @@ class ModelCall:
         input_tokens = output_tokens = cost = None
         priced_model = self.response_model or self.model
         run = self.node.run if self.node is not None else None
-        if result is not None:
+        if result is not None and not _reported_usage(result):
+            # unknown is not zero: no tokens, no cost, counted as such (a stream without usage)
+            self._telemetry.instruments.calls_usage_unknown.add(1, {sc.GEN_AI_REQUEST_MODEL: priced_model or "unknown"})
+            if run is not None:
+                run.add_call(
+                    agent=self.agent,
+                    model=priced_model,
+                    input_tokens=0,
+                    output_tokens=0,
+                    cost_usd=None,
+                    usage_known=False,
+                )
+        elif result is not None:
             usage = result.usage
             input_tokens, output_tokens = int(usage.prompt_tokens), int(usage.completion_tokens)
             cost = self._telemetry.prices.cost(priced_model, input_tokens, output_tokens, self.cached_input_tokens or 0)
@@ -153,7 +175,7 @@ class ModelCall:
             response_model=self.response_model,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
-            cache_read_input_tokens=self.cached_input_tokens if result is not None else None,
+            cache_read_input_tokens=self.cached_input_tokens if input_tokens is not None else None,
             finish_reasons=(str(result.finish_reason),) if result is not None else None,
             cost_usd=cost,
             content=content,
@@ -181,6 +203,14 @@ class ModelCall:
         cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
         if isinstance(cached, int):
             self.cached_input_tokens = cached
+
+
+def _reported_usage(result: CreateResult) -> bool:
+    """Whether the client reported usage: AutoGen's clients give `RequestUsage(0, 0)` for a call
+    whose response carried none (a stream made without `include_usage`); a real call always has
+    prompt tokens."""
+    usage = result.usage
+    return bool(usage.prompt_tokens or usage.completion_tokens)
 
 
 _UNPRICED_NAMES_KEPT: Final = 1024
@@ -283,6 +313,8 @@ async def _traced_stream(
             async for item in untraced:
                 yield item
         return
+    if call.asks_stream_usage(client, kwargs):
+        kwargs = {**kwargs, ag.OPENAI_STREAM_USAGE_ARGUMENT: True}
     call_token = _current_call.set(call)
     try:
         stream = original(client, *args, **kwargs)

@@ -31,7 +31,7 @@ from otel_agents._internal import keys as sc
 
 DATABASE: Final = "spans.sqlite3"
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 """The store layout this code writes and reads (SQLite `PRAGMA user_version`; 0: before versions)."""
 
 _TABLES: Final = (
@@ -60,7 +60,8 @@ _TABLES: Final = (
         stop_kind TEXT,
         user_id TEXT,
         session_id TEXT,
-        conversation_id TEXT
+        conversation_id TEXT,
+        unknown_calls INTEGER
     )""",
     "CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started_ns)",
     "CREATE INDEX IF NOT EXISTS runs_by_trace ON runs (trace_id)",
@@ -71,13 +72,15 @@ _ADDED_IN_1: Final = (
     ("conversation_id", sc.GEN_AI_CONVERSATION_ID),
 )
 """The `runs` columns version 1 added, and the run span attribute each is read from."""
+_ADDED_IN_2: Final = (("unknown_calls", sc.USAGE_UNKNOWN_CALLS),)
+"""Version 2: how many of the run's model calls reported no usage (NULL: none, or stored before)."""
 _INDEXES_OF_1: Final = (
     "CREATE INDEX IF NOT EXISTS runs_by_user ON runs (user_id)",
     "CREATE INDEX IF NOT EXISTS runs_by_conversation ON runs (conversation_id)",
 )
 _RUN_COLUMNS: Final = (
     "run_id, trace_id, team, started_ns, ended_ns, messages, input_tokens, output_tokens, cost_usd, "
-    "stop_reason, stop_kind, user_id, session_id, conversation_id"
+    "stop_reason, stop_kind, user_id, session_id, conversation_id, unknown_calls"
 )
 
 
@@ -109,6 +112,8 @@ class StoredRun:
     user_id: str | None = None
     session_id: str | None = None
     conversation_id: str | None = None
+    unknown_calls: int | None = None
+    """Model calls whose client reported no usage: then the cost is unknown and the tokens a lower bound."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,8 @@ class StoredCall:
     input_tokens: int
     output_tokens: int
     cost_usd: float | None
+    usage_known: bool = True
+    """False: the client reported no usage (a stream without usage): its tokens and cost are unknown."""
 
 
 @dataclass(frozen=True)
@@ -244,7 +251,12 @@ def _run_row(span: ReadableSpan) -> tuple[Any, ...] | None:
         attributes.get(sc.STOP_REASON),
         attributes.get(sc.STOP_KIND),
         *(_text(attributes.get(key)) for _, key in _ADDED_IN_1),
+        *(_count(attributes.get(key)) for _, key in _ADDED_IN_2),
     )
+
+
+def _count(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _text(value: Any) -> str | None:
@@ -269,9 +281,10 @@ def _migrate(connection: sqlite3.Connection, path: Path) -> None:
             for statement in _TABLES:
                 connection.execute(statement)
             columns = {row[1] for row in connection.execute("PRAGMA table_info(runs)")}
-            for column, _ in _ADDED_IN_1:
-                if column not in columns:
-                    connection.execute(f"ALTER TABLE runs ADD COLUMN {column} TEXT")
+            for added, kind in ((_ADDED_IN_1, "TEXT"), (_ADDED_IN_2, "INTEGER")):
+                for column, _ in added:
+                    if column not in columns:
+                        connection.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
             for statement in _INDEXES_OF_1:
                 connection.execute(statement)
             _backfill(connection)
@@ -351,7 +364,7 @@ class Store:
             try:
                 connection.executemany("INSERT OR REPLACE INTO spans VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
                 connection.executemany(
-                    f"INSERT OR REPLACE INTO runs ({_RUN_COLUMNS}) VALUES ({', '.join('?' * 14)})", runs
+                    f"INSERT OR REPLACE INTO runs ({_RUN_COLUMNS}) VALUES ({', '.join('?' * 15)})", runs
                 )
                 self._trim(connection)
                 connection.execute("COMMIT")
@@ -464,6 +477,7 @@ class Store:
                     input_tokens=_number(attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS)),
                     output_tokens=_number(attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)),
                     cost_usd=float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
+                    usage_known=sc.GEN_AI_USAGE_INPUT_TOKENS in attributes or sc.ERROR_TYPE in attributes,
                 )
             )
         return calls

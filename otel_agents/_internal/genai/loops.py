@@ -16,6 +16,7 @@ Content is hashed in memory to compare it, and never exported: figures name sour
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -86,6 +87,9 @@ class LoopHit:
         return f"loop guard: {self.rule}: {self.detail}"
 
 
+logger = logging.getLogger(__name__)
+
+
 def _digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=8).digest()
 
@@ -109,9 +113,17 @@ class LoopRules:
     said: Counter[tuple[str, bytes]] = field(default_factory=Counter)
     tool_calls: Counter[tuple[str, bytes]] = field(default_factory=Counter)
     broken: set[str] = field(default_factory=set)
+    told_blind: bool = False
+    """Whether the budgets have said they cannot see the calls that reported no usage."""
 
-    def observe(self, message: Any, *, run_tokens: int | None = None, run_cost: float | None = None) -> list[LoopHit]:
-        """The rules this message broke (each rule at most once per run)."""
+    def observe(
+        self, message: Any, *, run_tokens: int | None = None, run_cost: float | None = None, unknown_calls: int = 0
+    ) -> list[LoopHit]:
+        """The rules this message broke (each rule at most once per run). `unknown_calls`: the
+        run's model calls that reported no usage, which the token and cost budgets cannot count
+        (said once per run)."""
+        if unknown_calls and not self.told_blind:
+            self._tell_blind()
         kind = type(message).__name__
         if kind in (ag.STREAM_CHUNK_CLASS, ag.TASK_RESULT_CLASS):
             return []
@@ -136,6 +148,17 @@ class LoopRules:
         new = [hit for hit in _first_per_rule(hits) if hit.rule not in self.broken]
         self.broken.update(hit.rule for hit in new)
         return new
+
+    def _tell_blind(self) -> None:
+        limits = self.limits
+        if limits.token_budget is None and limits.cost_budget_usd is None:
+            return
+        self.told_blind = True
+        logger.warning(
+            "otel-agents: a model call of this run reported no usage (a stream without usage; "
+            "OTEL_AGENTS_STREAM_USAGE=request asks AutoGen's OpenAI clients for it): the token and cost "
+            "budgets cannot count it"
+        )
 
     def _tool_storm(self, calls: Sequence[Any]) -> list[LoopHit]:
         hits = []

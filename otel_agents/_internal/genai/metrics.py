@@ -123,6 +123,11 @@ class Instruments:
             unit="{token}",
             description="Tokens of model calls whose model has no price",
         )
+        self.calls_usage_unknown = meter.create_counter(
+            "otel_agents.calls.usage_unknown",
+            unit="{call}",
+            description="Model calls whose client reported no usage (a stream without usage): tokens and cost unknown",
+        )
         self.loop_detections = meter.create_counter(
             "otel_agents.loop.detections", unit="{detection}", description="Runaway-loop rules a run broke"
         )

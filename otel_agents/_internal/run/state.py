@@ -34,6 +34,8 @@ class RunTotals:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = 0.0
+    unknown_calls: int = 0
+    """Calls whose client reported no usage: the token totals are a lower bound, and there is no cost."""
     agent_models: dict[str, str] = field(default_factory=dict)
     """The model each agent called last: it prices that agent's message usage."""
 
@@ -82,12 +84,18 @@ class Run:
         input_tokens: int,
         output_tokens: int,
         cost_usd: float | None,
+        usage_known: bool = True,
     ) -> None:
-        """One model call of the run, counted once (calls ending after the run are not)."""
+        """One model call of the run, counted once (calls ending after the run are not).
+        `usage_known=False`: the client reported none; the run then has no cost."""
         if self.ended:
             return
         totals = self.totals
         totals.calls += 1
+        if not usage_known:
+            totals.unknown_calls += 1
+            totals.cost_usd = None
+            return
         totals.input_tokens += input_tokens
         totals.output_tokens += output_tokens
         totals.cost_usd = None if cost_usd is None or totals.cost_usd is None else totals.cost_usd + cost_usd

@@ -221,7 +221,7 @@ class WorkflowSpan:
         if run.loops is None:
             return
         tokens, cost = run.totals.for_budgets()
-        hits = run.loops.observe(item, run_tokens=tokens, run_cost=cost)
+        hits = run.loops.observe(item, run_tokens=tokens, run_cost=cost, unknown_calls=run.totals.unknown_calls)
         for hit in hits:
             self.span.add_event(
                 sc.LOOP_DETECTED_EVENT,
@@ -274,6 +274,8 @@ class WorkflowSpan:
         }
         if from_calls and totals.cost_usd is not None:
             attributes[sc.COST_USD] = totals.cost_usd
+        if self.is_root and totals.unknown_calls:
+            attributes[sc.USAGE_UNKNOWN_CALLS] = totals.unknown_calls
         if self.stop_reason is not None:
             attributes[sc.STOP_REASON] = self.stop_reason
         span.set_attributes(attributes)
