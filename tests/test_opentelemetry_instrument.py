@@ -135,3 +135,35 @@ def test_a_run_open_when_the_process_exits_is_exported_as_shutdown(tmp_path: Pat
     assert root["name"] == "invoke_workflow left-open"
     assert root["attributes"]["otel_agents.stop_kind"] == "shutdown"
     assert root["attributes"]["otel_agents.stop_reason"] == "shutdown"
+
+
+def test_a_service_answering_with_on_messages_shows_every_call_in_phoenix(phoenix: Phoenix, tmp_path: Path) -> None:
+    project = "zero-code-service"
+    with OpenAIServer() as server:
+        run_instrumented(
+            APP.with_name("zero_code_service_app.py"),
+            server,
+            tmp_path,
+            OTEL_TRACES_EXPORTER="otlp",
+            OTEL_EXPORTER_OTLP_ENDPOINT=phoenix.http_endpoint,
+            OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+            OTEL_RESOURCE_ATTRIBUTES=f"openinference.project.name={project}",
+        )
+        billed = server.request_count
+    spans = phoenix.project_spans(project, count=3 * 3 + 1 + 5)
+    roots = {trace_id: [s for s in t if s["parent_id"] is None] for trace_id, t in by_trace(spans).items()}
+    names = sorted(root["name"] for (root,) in roots.values())
+    assert names == ["chat gpt-4o-mini", *["invoke_agent support"] * 3, "invoke_workflow live"], names
+    chats = [s for s in spans if s["name"].startswith("chat")]
+    assert len(chats) == billed == 5, "every billed call is a chat span, once"
+    for trace_spans in by_trace(spans).values():
+        (root,) = [s for s in trace_spans if s["parent_id"] is None]
+        if root["name"] == "invoke_agent support":
+            assert len(str(root["attributes"]["otel_agents.run.id"])) == 32
+            assert root["attributes"]["otel_agents.stop_kind"] == "completed"
+            (chat,) = [s for s in trace_spans if s["name"].startswith("chat")]
+            assert root["attributes"]["gen_ai.usage.input_tokens"] == chat["attributes"]["gen_ai.usage.input_tokens"]
+        if root["name"] == "invoke_workflow live":
+            assert root["attributes"]["otel_agents.usage.unknown_calls"] == 1, "streamed without usage: unknown"
+            (chat,) = [s for s in trace_spans if s["name"].startswith("chat")]
+            assert "gen_ai.usage.input_tokens" not in chat["attributes"]
