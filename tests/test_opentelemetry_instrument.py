@@ -14,16 +14,15 @@ from typing import Any
 
 from tests.support.openai_server import OpenAIServer
 from tests.support.phoenix import Phoenix
+from tests.support.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "tests" / "support" / "zero_code_app.py"
 INSTRUMENT = Path(sys.executable).parent / "opentelemetry-instrument"
 
 
-def run_instrumented(
-    app: Path, server: OpenAIServer, tmp_path: Path, **variables: str
-) -> subprocess.CompletedProcess[str]:
-    env = {
+def instrumented_env(server: OpenAIServer, tmp_path: Path, **variables: str) -> dict[str, str]:
+    return {
         "PATH": os.environ["PATH"],
         "HOME": str(tmp_path),
         "XDG_DATA_HOME": str(tmp_path / "data"),
@@ -37,9 +36,14 @@ def run_instrumented(
         "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "autogen_agentchat",
         **variables,
     }
+
+
+def run_instrumented(
+    app: Path, server: OpenAIServer, tmp_path: Path, **variables: str
+) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
         [str(INSTRUMENT), sys.executable, str(app)],
-        env=env,
+        env=instrumented_env(server, tmp_path, **variables),
         capture_output=True,
         text=True,
         timeout=180,
@@ -167,3 +171,67 @@ def test_a_service_answering_with_on_messages_shows_every_call_in_phoenix(phoeni
             assert root["attributes"]["otel_agents.usage.unknown_calls"] == 1, "streamed without usage: unknown"
             (chat,) = [s for s in trace_spans if s["name"].startswith("chat")]
             assert "gen_ai.usage.input_tokens" not in chat["attributes"]
+
+
+def test_a_core_app_on_grpc_workers_is_one_trace_per_conversation_with_its_model_calls(
+    phoenix: Phoenix, tmp_path: Path
+) -> None:
+    project = "zero-code-core"
+    app = APP.with_name("zero_code_core_app.py")
+    address = f"127.0.0.1:{free_port()}"
+    with OpenAIServer() as server:
+        env = instrumented_env(
+            server,
+            tmp_path,
+            OTEL_TRACES_EXPORTER="otlp",
+            OTEL_EXPORTER_OTLP_ENDPOINT=phoenix.http_endpoint,
+            OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+            OTEL_RESOURCE_ATTRIBUTES=f"openinference.project.name={project}",
+            OTEL_BSP_SCHEDULE_DELAY="200",
+        )
+        serving = []
+        try:
+            for role in ("host", "writer", "editor"):
+                process = subprocess.Popen(
+                    [str(INSTRUMENT), sys.executable, str(app), role, address],
+                    env={**env, "OTEL_SERVICE_NAME": role},
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+                serving.append(process)
+                assert process.stdout is not None
+                assert process.stdout.readline().strip() == "ready", process.stderr.read() if process.stderr else ""
+            main = subprocess.run(
+                [str(INSTRUMENT), sys.executable, str(app), "main", address],
+                env={**env, "OTEL_SERVICE_NAME": "main"},
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert main.returncode == 0, main.stderr[-3000:]
+        finally:
+            for process in reversed(serving):  # workers flush their spans as they stop, then the host
+                if process.stdin is not None:
+                    process.stdin.close()
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+        billed = server.request_count
+    assert billed == 4
+    traces = by_trace(phoenix.project_spans(project, count=2 * 6))
+    with_calls = {
+        trace_id: spans for trace_id, spans in traces.items() if any(s["name"].startswith("chat") for s in spans)
+    }
+    assert len(with_calls) == 2, [sorted(s["name"] for s in t) for t in traces.values()]
+    for spans in with_calls.values():
+        (root,) = [s for s in spans if s["parent_id"] is None]
+        # the message main() published, AutoGen's own span (the gRPC worker names it `create`)
+        assert root["name"] in ("autogen create draft-requests", "autogen publish draft-requests"), root["name"]
+        assert len([s for s in spans if s["name"].startswith("chat")]) == 2, "the writer's and the editor's call"
+        ids = {s["context"]["span_id"] for s in spans}
+        assert all(s["parent_id"] in ids for s in spans if s["parent_id"] is not None), "no orphan"
+        assert "otel_agents.run.id" not in root["attributes"], "a core app's root carries no run totals"
