@@ -372,6 +372,16 @@ def test_model_client_classes() -> None:
     assert "BaseOpenAIChatCompletionClient" in {c.__name__ for c in found["OpenAIChatCompletionClient"].__mro__}
 
 
+@pins("OPENAI_CLIENT_BASE", "OPENAI_STREAM_USAGE_ARGUMENT")
+def test_the_openai_clients_take_a_flag_asking_for_usage_in_a_stream() -> None:
+    from autogen_ext.models.openai import AzureOpenAIChatCompletionClient, OpenAIChatCompletionClient
+
+    for cls in (OpenAIChatCompletionClient, AzureOpenAIChatCompletionClient):
+        assert ag.OPENAI_CLIENT_BASE in {c.__name__ for c in cls.__mro__}, cls
+        parameters = inspect.signature(inspect.unwrap(cls.create_stream)).parameters
+        assert ag.OPENAI_STREAM_USAGE_ARGUMENT in parameters, cls
+
+
 @pins("CLIENT_CREATE_ARGS", "CLIENT_RAW_CONFIG")
 def test_the_openai_clients_configuration() -> None:
     from autogen_ext.models.openai import OpenAIChatCompletionClient
