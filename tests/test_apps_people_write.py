@@ -22,8 +22,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import otel_agents
 from tests.conftest import Capture
+from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.spans import one_trace
-from tests.support.teams import MODEL_INFO, replay, text
+from tests.support.teams import MODEL_INFO, openai_client, replay, text
 
 
 def asked(content: str = "hello") -> list[TextMessage]:
@@ -282,3 +283,16 @@ async def test_with_run_parent_link_each_run_is_the_root_of_its_own_trace(monkey
             assert run.attributes["user.id"] == "u-1"
     finally:
         telemetry.shutdown()
+
+
+async def test_autogens_warnings_inside_a_model_call_point_at_the_apps_call(
+    capture: Capture, openai_server: OpenAIServer
+) -> None:
+    openai_server.model = "house-model-v1"  # the client resolves gpt-4o-mini to a dated name: AutoGen warns
+    openai_server.script = [Reply(text="one")]
+    client = openai_client(openai_server)
+    with pytest.warns(UserWarning, match="Resolved model mismatch") as caught:
+        await client.create([UserMessage(content="hi", source="user")])  # the line the warning names
+    (warning,) = [w for w in caught if "Resolved model mismatch" in str(w.message)]
+    assert warning.filename == __file__, warning.filename
+    assert [s.name for s in capture.spans()] == ["chat gpt-4o-mini"], "traced, and blamed on the app"

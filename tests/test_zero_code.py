@@ -8,6 +8,7 @@ import functools
 import importlib
 import logging
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -278,7 +279,7 @@ def patched_places() -> dict[tuple[Any, str], object]:
     places += [(AssistantAgent, name) for name in ("on_reset", "on_messages", "on_messages_stream")]
     places += [(BaseChatAgent, "on_messages_stream"), (BaseTool, "save_state_json")]
     places += [(base, "__init_subclass__") for base in (ChatCompletionClient, BaseTool, BaseGroupChat, BaseChatAgent)]
-    places += [(GrpcWorkerAgentRuntime, ag.GRPC_SEND_MESSAGE)]
+    places += [(GrpcWorkerAgentRuntime, ag.GRPC_SEND_MESSAGE), (warnings, "warn")]
     return {(owner, name): vars(owner).get(name) for owner, name in places}
 
 

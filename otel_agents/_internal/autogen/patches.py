@@ -73,10 +73,11 @@ def install() -> None:
         return
 
     # imported here, not with the package: `import otel_agents` stays cheap (util-genai, AutoGen)
-    from otel_agents._internal.autogen import model_clients, private, tools
+    from otel_agents._internal.autogen import model_clients, private, tools, warnings_at_caller
 
     restored = wrapping.restored()  # an uninstrument() meanwhile makes the next start install again
     model_clients.install()
+    warnings_at_caller.install()
     tools.install(save_state=_wrap_save_state_unmarked)
     private.install_link_cache()
     private.install_tracer_hooks(AUTOGEN_TRACERS)
