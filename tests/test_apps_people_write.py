@@ -4,6 +4,7 @@ makes it, and runs that start their own trace."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
@@ -296,3 +297,28 @@ async def test_autogens_warnings_inside_a_model_call_point_at_the_apps_call(
     (warning,) = [w for w in caught if "Resolved model mismatch" in str(w.message)]
     assert warning.filename == __file__, warning.filename
     assert [s.name for s in capture.spans()] == ["chat gpt-4o-mini"], "traced, and blamed on the app"
+
+
+async def test_a_consumer_failing_at_the_first_item_leaves_a_run_with_every_billed_call(
+    capture: Capture, openai_server: OpenAIServer
+) -> None:
+    """A websocket handler whose send fails: AutoGen runs the team on to its end as the stream
+    closes, and those turns are the run's: in its trace and in its totals."""
+    openai_server.script = [Reply(text="draft"), Reply(text="notes"), Reply(text="draft 2")]
+    writer = AssistantAgent("writer", model_client=openai_client(openai_server))
+    critic = AssistantAgent("critic", model_client=openai_client(openai_server))
+    team = RoundRobinGroupChat([writer, critic], termination_condition=MaxMessageTermination(4), name="socket")
+    with pytest.raises(ConnectionError):
+        async for _ in team.run_stream(task="go"):
+            raise ConnectionError("the websocket closed")
+    for _ in range(2000):  # the run ends once AutoGen's stream has closed, in a task of its own
+        if runs := [s for s in capture.spans() if s.name == "invoke_workflow socket"]:
+            break
+        await asyncio.sleep(0.01)
+    (run,) = runs
+    tree = one_trace(capture.spans())
+    chats = tree.named("chat")
+    assert len(chats) == openai_server.request_count == 3, "every billed call is in the run's trace"
+    assert run.attributes["otel_agents.stop_kind"] == "consumer_closed"
+    assert run.attributes["gen_ai.usage.input_tokens"] == sum(c.attributes["gen_ai.usage.input_tokens"] for c in chats)
+    assert run.attributes["gen_ai.usage.input_tokens"] == sum(b.prompt_tokens for b in openai_server.billed)

@@ -188,6 +188,18 @@ def ended_run(capture: Capture) -> ReadableSpan:
     return run
 
 
+async def run_once_closed(capture: Capture, timeout_s: float = 20.0) -> ReadableSpan:
+    """The run span of a stream its consumer left: it ends once AutoGen's stream has closed (a
+    team with its own runtime runs to its end first), in a task of its own."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while asyncio.get_running_loop().time() < deadline:
+        if runs := [s for s in capture.spans() if s.name.startswith("invoke_workflow")]:
+            (run,) = runs
+            return run
+        await asyncio.sleep(0.01)
+    raise AssertionError("the run span never ended")
+
+
 @pytest.fixture
 def detach_errors(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     caplog.set_level(logging.ERROR)
@@ -203,11 +215,16 @@ STREAMS: dict[str, Callable[[Any], Any]] = {
 
 
 @pytest.mark.parametrize("how", STREAMS)
-async def test_break_ends_the_run_before_the_next_statement(capture: Capture, detach_errors: None, how: str) -> None:
+async def test_a_break_ends_the_run_once_autogens_stream_has_closed(
+    capture: Capture, detach_errors: None, how: str
+) -> None:
     async for _ in STREAMS[how](writers_room(max_messages=10)):
         break
-    run = ended_run(capture)  # force_flush on the line after the loop exports the run span
+    run = await run_once_closed(capture)
     assert (run.attributes or {})["otel_agents.stop_kind"] == "consumer_closed"
+    tree = one_trace(capture.spans())
+    assert all(s.end_time <= run.end_time for s in tree.spans), "every turn it ran on is in the run"
+    assert run.attributes["gen_ai.usage.input_tokens"] == chat_input_tokens(tree), "totals: what it recorded"
 
 
 @pytest.mark.parametrize("how", ["agent.run_stream", "tap"])
@@ -219,7 +236,7 @@ async def test_break_out_of_a_single_agents_stream_detaches_cleanly(
     async for _ in otel_agents.tap(stream) if how == "tap" else stream:
         break
     del stream
-    run = ended_run(capture)
+    run = await run_once_closed(capture)
     assert (run.attributes or {})["otel_agents.stop_kind"] == "consumer_closed"
     for _ in range(100):  # the stream itself closes in a task of its own, in its own context
         if turns := [s for s in capture.spans() if s.name == "invoke_agent solo"]:
@@ -233,7 +250,7 @@ async def test_raising_out_of_the_loop_body_is_consumer_closed(capture: Capture,
     with pytest.raises(LookupError):
         async for _ in writers_room(max_messages=10).run_stream(task="go"):
             raise LookupError("the consumer's own error")
-    assert (ended_run(capture).attributes or {})["otel_agents.stop_kind"] == "consumer_closed"
+    assert ((await run_once_closed(capture)).attributes or {})["otel_agents.stop_kind"] == "consumer_closed"
 
 
 def test_returning_from_main_inside_the_loop_is_consumer_closed(capture: Capture, detach_errors: None) -> None:
@@ -550,7 +567,7 @@ async def test_breaking_after_the_result_keeps_autogens_stop_reason(capture: Cap
     async for item in writers_room(max_messages=3).run_stream(task="go"):
         if isinstance(item, TaskResult):
             break
-    attributes = ended_run(capture).attributes or {}
+    attributes = (await run_once_closed(capture)).attributes or {}
     assert attributes["otel_agents.stop_kind"] == "max_messages"
     assert str(attributes["otel_agents.stop_reason"]).startswith("Maximum number of messages 3 reached")
 

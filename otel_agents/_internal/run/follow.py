@@ -237,9 +237,11 @@ class RunStream(Generic[T]):
         except RuntimeError:  # no loop in this thread
             here = None
         if loop is None or loop is here:
+            # The run ends once AutoGen's stream has closed: a team with its own runtime runs on to
+            # its end in there, and those turns are the run's too (recorded and counted).
             _leave(self._recorder, self._cancel)
-            _end(self._recorder)
-            _close_in_task(self._stream, self._own, here)
+            if not _close_in_task(self._stream, self._own, here, then=self._recorder):
+                _end(self._recorder)
             return
         # Collected elsewhere: in another thread (the garbage collector runs wherever it is set
         # off), or after the stream's loop stopped. The run ends here and now (ending a span is
@@ -279,24 +281,34 @@ def _leave_on_loop(
 
 
 def _close_in_task(
-    stream: AsyncIterator[Any], own: contextvars.Context | None, loop: asyncio.AbstractEventLoop | None
-) -> None:
-    """Close a dropped stream in a task of `loop` (None: no loop runs here, the stream was dropped
-    late; Python finalises it)."""
+    stream: AsyncIterator[Any],
+    own: contextvars.Context | None,
+    loop: asyncio.AbstractEventLoop | None,
+    *,
+    then: Recorder | None = None,
+) -> bool:
+    """Close a dropped stream in a task of `loop`, then end `then`; False when there is nothing to
+    close it with (None: no loop runs here, the stream was dropped late; Python finalises it)."""
     aclose = getattr(stream, "aclose", None)
     if aclose is None or own is None or loop is None:
-        return
-    task = loop.create_task(_close(own, aclose))
+        return False
+    task = loop.create_task(_close(own, aclose, then))
     _closing.add(task)
     task.add_done_callback(_closing.discard)
+    return True
 
 
-async def _close(own: contextvars.Context, aclose: Callable[[], Awaitable[object]]) -> None:
-    """Close a dropped stream in its own context, in a task of its own."""
+async def _close(
+    own: contextvars.Context, aclose: Callable[[], Awaitable[object]], then: Recorder | None = None
+) -> None:
+    """Close a dropped stream in its own context, in a task of its own; then end its recorder
+    (whatever the closing did: cancelled with the loop, or raising)."""
     try:
         await _InContext(own, aclose)
     except Exception:  # the stream's own error on the way out: nobody is there to take it
         logger.debug("otel-agents: a dropped stream raised while closing", exc_info=True)
+    finally:
+        _end(then)
 
 
 class _InContext:

@@ -236,8 +236,10 @@ class WorkflowSpan:
                 run.instruments.loop_detections.add(1, {sc.GEN_AI_WORKFLOW_NAME: run.workflow, sc.LOOP_RULE: hit.rule})
 
     def stopped(self, reason: str) -> None:
-        """The run ended early: `cancelled`, `consumer_closed` or `shutdown` (unless its result came)."""
-        if not self._ended and not self._finished:
+        """The run ended early: `cancelled`, `consumer_closed` or `shutdown` (unless its result
+        came); the first reason given stands (a run its consumer left, shut down before AutoGen's
+        stream closed, stays `consumer_closed`)."""
+        if not self._ended and not self._finished and self.stop_reason not in EARLY_STOPS:
             self.stop_reason = reason
             self.stop_kind = EARLY_STOPS[reason]
 
