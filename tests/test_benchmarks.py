@@ -38,3 +38,21 @@ def test_the_benchmark_runs_in_quick_mode(tmp_path: Path) -> None:
     text = out.read_text()
     assert "Command: `python -m benchmarks --quick --rounds 2`" in text
     assert "## replay-5" in text and "ratio to untraced" in text and "## What costs what" in text
+
+
+def test_the_service_benchmark_runs_every_mode_side_by_side(tmp_path: Path) -> None:
+    numbers = tmp_path / "service.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.service", "--rounds", "1", "--concurrency", "2", "--json", str(numbers)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(numbers.read_text())
+    assert set(results) == {"untraced", "autogen", "otel-agents"}
+    assert results["untraced"]["throughput_ratio"] == 1.0 and results["untraced"]["spans_per_run"] == 0
+    for mode in ("autogen", "otel-agents"):
+        assert results[mode]["spans_per_run"] > 0 and results[mode]["p99_ms"] >= results[mode]["p50_ms"] > 0

@@ -33,6 +33,11 @@ class Billed:
     stream: bool
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # many clients at once (the service benchmark): the default 5 resets some
+    daemon_threads = True
+
+
 @dataclass
 class OpenAIServer:
     script: list[Reply] = field(default_factory=list)
@@ -43,8 +48,7 @@ class OpenAIServer:
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._next = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), _handler_for(self))
         self._thread = threading.Thread(target=self._server.serve_forever, name="openai-test-server", daemon=True)
 
     @property

@@ -1,0 +1,166 @@
+"""A service's cost of tracing: concurrent team runs on one event loop, through the real OpenAI client.
+
+`python -m benchmarks.service [--rounds 20] [--concurrency 16] [--latency-ms 50]`: each round runs
+`concurrency` two-agent team runs at once (two model calls each) through `OpenAIChatCompletionClient`
+against a local OpenAI-compatible server that answers each call after `latency-ms`. Each mode (no
+tracing; AutoGen's built-in tracing to an SDK provider; otel-agents with default settings, a run's
+spans flushed as it ends) runs in a worker process of its own, the modes alternated in a shuffled
+order every round. Reported: throughput (runs per second of a round), p50 and p99 of a run's
+latency, and spans a run, each traced mode as a ratio to untraced measured in the same sitting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import random
+import statistics
+import sys
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.workloads import Mode, set_up  # noqa: E402
+
+SERVICE_MODES = ("untraced", "autogen", "otel-agents")
+
+
+def _team(base_url: str, index: int) -> Any:
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_agentchat.conditions import MaxMessageTermination
+    from autogen_agentchat.teams import RoundRobinGroupChat
+    from autogen_ext.models.openai import OpenAIChatCompletionClient
+
+    client = OpenAIChatCompletionClient(model="gpt-4o-mini", base_url=base_url, api_key="bench", max_retries=0)
+    agents = [AssistantAgent(name, model_client=client) for name in ("writer", "critic")]
+    return RoundRobinGroupChat(agents, termination_condition=MaxMessageTermination(3), name="service")
+
+
+async def _round(mode: Mode, base_url: str, concurrency: int) -> tuple[float, list[float], int]:
+    teams = [_team(base_url, i) for i in range(concurrency)]  # built before the clock starts
+    before = mode.exporter.spans if mode.exporter is not None else 0
+
+    async def one(team: Any) -> float:
+        started = time.perf_counter()
+        await team.run(task="Answer the customer.")
+        return time.perf_counter() - started
+
+    started = time.perf_counter()
+    latencies = await asyncio.gather(*(one(team) for team in teams))
+    took = time.perf_counter() - started
+    mode.flush()
+    spans = (mode.exporter.spans - before) if mode.exporter is not None else 0
+    return took, list(latencies), spans
+
+
+def _worker(mode_name: str, connection: Connection) -> None:
+    import logging
+
+    logging.getLogger("otel_agents").setLevel(logging.ERROR)  # one-time unpriced-model warnings
+    mode = set_up(mode_name)
+    connection.send("ready")
+    loop = asyncio.new_event_loop()
+    while (request := connection.recv()) is not None:
+        base_url, concurrency = request
+        connection.send(loop.run_until_complete(_round(mode, base_url, concurrency)))
+    loop.close()
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def measure(rounds: int, concurrency: int, latency_s: float) -> dict[str, dict[str, float]]:
+    from tests.support.openai_server import OpenAIServer, Reply
+
+    context = multiprocessing.get_context("spawn")
+    pipes: dict[str, Connection] = {}
+    processes = []
+    for name in SERVICE_MODES:
+        parent, child = context.Pipe()
+        process = context.Process(target=_worker, args=(name, child), daemon=True)
+        process.start()
+        assert parent.recv() == "ready"
+        pipes[name], processes = parent, [*processes, process]
+    took: dict[str, list[float]] = {m: [] for m in SERVICE_MODES}
+    latencies: dict[str, list[float]] = {m: [] for m in SERVICE_MODES}
+    spans: dict[str, list[float]] = {m: [] for m in SERVICE_MODES}
+    try:
+        with OpenAIServer(script=[Reply(text="Here is your answer.", delay_s=latency_s)]) as server:
+            order = list(SERVICE_MODES)
+            for round_number in range(rounds + 1):  # the first round warms each worker up
+                random.shuffle(order)
+                for name in order:
+                    pipes[name].send((server.base_url, concurrency))
+                    seconds, each, count = pipes[name].recv()
+                    if round_number:
+                        took[name].append(seconds)
+                        latencies[name] += each
+                        spans[name].append(count / concurrency)
+    finally:
+        for pipe in pipes.values():
+            pipe.send(None)
+        for process in processes:
+            process.join(timeout=30)
+    base = {
+        "throughput": concurrency / statistics.median(took["untraced"]),
+        "p50": statistics.median(latencies["untraced"]),
+        "p99": _percentile(latencies["untraced"], 0.99),
+    }
+    results: dict[str, dict[str, float]] = {}
+    for name in SERVICE_MODES:
+        throughput = concurrency / statistics.median(took[name])
+        p50, p99 = statistics.median(latencies[name]), _percentile(latencies[name], 0.99)
+        results[name] = {
+            "throughput_runs_per_s": throughput,
+            "throughput_ratio": base["throughput"] / throughput,
+            "p50_ms": p50 * 1e3,
+            "p50_ratio": p50 / base["p50"],
+            "p99_ms": p99 * 1e3,
+            "p99_ratio": p99 / base["p99"],
+            "spans_per_run": statistics.median(spans[name]),
+        }
+    return results
+
+
+def table(results: dict[str, dict[str, float]]) -> list[str]:
+    lines = [
+        "| mode | runs/s | throughput cost | p50 ms | p50 ratio | p99 ms | p99 ratio | spans a run |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in results.items():
+        lines.append(
+            f"| {name} | {r['throughput_runs_per_s']:.1f} | {r['throughput_ratio']:.3f}x | {r['p50_ms']:.1f} | "
+            f"{r['p50_ratio']:.3f}x | {r['p99_ms']:.1f} | {r['p99_ratio']:.3f}x | {r['spans_per_run']:.0f} |"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.service", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20, help="rounds of concurrent runs per mode (default 20)")
+    parser.add_argument("--concurrency", type=int, default=16, help="team runs at once (default 16)")
+    parser.add_argument("--latency-ms", type=float, default=50.0, help="the server's answer time (default 50)")
+    parser.add_argument("--json", type=Path, help="also write the numbers as JSON")
+    args = parser.parse_args(argv)
+    results = measure(args.rounds, args.concurrency, args.latency_ms / 1e3)
+    print(
+        f"{args.rounds} rounds of {args.concurrency} concurrent runs, {args.latency_ms:g} ms a model call "
+        "(throughput cost: untraced runs/s over the mode's; ratios: the mode over untraced)"
+    )
+    print("\n".join(table(results)))
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
