@@ -19,13 +19,14 @@ from typing import Any, Protocol
 
 import wrapt
 from autogen_core.models import SystemMessage, UserMessage
-from opentelemetry import trace
+from opentelemetry import context, trace
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricsData
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
+from otel_agents._internal.genai import conventions as others
 from tests.support.metrics import points
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.spans import Tree, one_trace
@@ -145,6 +146,7 @@ async def one_call(
                             pass
                     else:
                         await client.create(messages)
+                assert context.get_value(others.TRACELOOP_SUPPRESS_LLM_KEY) is None, "set for the call only"
             finally:
                 if other is not None:
                     other.uninstrument()
@@ -164,7 +166,8 @@ def assert_one_chat_span_and_http_kept(seen: Seen) -> None:
     assert seen.tree.parent(chat) is seen.tree.root and seen.tree.root.name == APP_SPAN
     http = seen.http_span()
     assert seen.tree.parent(http) is chat, "the HTTP client's span is still recorded, under the call"
-    context = http.get_span_context()
+    sent = http.get_span_context()
+    assert sent is not None
     assert [tp.split("-")[1:3] if tp else None for tp in seen.traceparents()] == [
-        [f"{context.trace_id:032x}", f"{context.span_id:016x}"]
+        [f"{sent.trace_id:032x}", f"{sent.span_id:016x}"]
     ], "the request still carries the trace context, injected by the HTTP client"
