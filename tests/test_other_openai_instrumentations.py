@@ -5,7 +5,10 @@ told so narrowly; the HTTP client's span and `traceparent` stay. OpenLIT: tests/
 
 from __future__ import annotations
 
+import json
 from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +16,7 @@ import otel_agents
 from otel_agents._internal.genai import conventions as others
 from tests.support.beside import Instrumentor, Seen, assert_one_chat_span_and_http_kept, one_call
 from tests.support.openai_server import OpenAIServer
+from tests.test_opentelemetry_instrument import APP, console_spans, run_instrumented
 
 pytest.importorskip("opentelemetry.instrumentation.httpx")
 
@@ -123,3 +127,40 @@ async def test_alone_a_call_is_one_chat_span_with_the_http_span_under_it(
     assert_one_chat_span_and_http_kept(seen)
     assert seen.counted_tokens() == seen.billed_tokens()
     assert seen.leaked() == []
+
+
+# --- under `opentelemetry-instrument`: the distro loads every installed `openai` entry point ----------
+
+TASK = "Write a line about tracing."  # tests/support/zero_code_app.py's task: in every prompt
+
+
+def zero_code_spans(server: OpenAIServer, tmp_path: Path, disabled: str) -> list[dict[str, Any]]:
+    done = run_instrumented(
+        APP, server, tmp_path, OTEL_TRACES_EXPORTER="console", OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=disabled
+    )
+    return console_spans(done.stdout)
+
+
+def test_under_the_distro_traceloop_stands_down_and_openinference_stays_unless_disabled(tmp_path: Path) -> None:
+    """The issue's stack: the distro loads Traceloop's, OpenInference's and OpenTelemetry's own OpenAI
+    instrumentors (all installed here) beside otel-agents, and the HTTP client's."""
+    pytest.importorskip("opentelemetry.instrumentation.openai")
+    pytest.importorskip("openinference.instrumentation.openai")
+    with OpenAIServer() as server:
+        spans = zero_code_spans(server, tmp_path, disabled="autogen_agentchat")
+    names = [s["name"] for s in spans]
+    assert names.count("chat gpt-4o-mini") == server.request_count == 4, "one chat span per call"
+    assert "openai.chat" not in names, "Traceloop recorded nothing"
+    assert names.count("ChatCompletion") == 4, "OpenInference is not silenced"
+    assert [s["name"] for s in spans if TASK in json.dumps(s)] == ["ChatCompletion"] * 4, "it alone exports prompts"
+    assert names.count("POST") == 4 and all(h.get("traceparent") for h in server.headers)
+
+    with OpenAIServer() as server:
+        spans = zero_code_spans(
+            server, tmp_path, disabled=f"autogen_agentchat,{others.OPENAI_INSTRUMENTOR_ENTRY_POINT}"
+        )
+    names = [s["name"] for s in spans]
+    assert names.count("chat gpt-4o-mini") == server.request_count == 4
+    assert "ChatCompletion" not in names and "openai.chat" not in names, "the README's switch turns it off"
+    assert not [s["name"] for s in spans if TASK in json.dumps(s)]
+    assert names.count("POST") == 4 and all(h.get("traceparent") for h in server.headers), "the HTTP client's stay"
