@@ -23,10 +23,11 @@ from typing import Final
 TRACELOOP_SUPPRESS_LLM_KEY: Final = "suppress_language_model_instrumentation"
 """`opentelemetry.semconv_ai.SUPPRESS_LANGUAGE_MODEL_INSTRUMENTATION_KEY`: an OpenTelemetry context
 key (a plain string, read with `context.get_value`). Its OpenAI chat, completion, embedding and image
-wrappers return the call unrecorded when it is truthy (so do Traceloop's Anthropic, Ollama, Bedrock...
-wrappers); its HTTP-client-independent trace-context propagation into the request stops with it.
-The Responses and Assistants wrappers read only `_SUPPRESS_INSTRUMENTATION_KEY`: AutoGen's OpenAI
-client does not call them."""
+wrappers return the call unrecorded when it is truthy; Traceloop's other LLM instrumentors read the
+same key, and its LangChain instrumentation sets it for the reason we do. Its own injection of
+`traceparent` into the request (`propagate_trace_context`) is skipped with the span. The Responses
+and Assistants wrappers read only `_SUPPRESS_INSTRUMENTATION_KEY`: AutoGen's OpenAI client does not
+call them."""
 
 # --- OpenLIT: openlit.instrumentation.openai ---------------------------------------------------
 
