@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: creates .venv, installs what the tests need (Arize
-# Phoenix in its own .venv-phoenix, Debian's docker-compose, prometheus and alertmanager), runs
-# lint, the type check and pytest; then, only when no pytest arguments are given, the AutoGen- and
-# SDK-facing tests on the lowest supported versions (.venv-lowest), the AutoGen-facing tests on
-# every AutoGen release between the lowest and the newest (.venv-autogen), and the tests that touch
-# the interpreter most on every newer Python this machine has (.venv-py3.N). The tests start and
-# stop their servers themselves, on 127.0.0.1. Extra arguments go to pytest.
+# Phoenix in its own .venv-phoenix, OpenLIT in its own .venv-openlit, Debian's docker-compose,
+# prometheus and alertmanager), runs lint, the type check and pytest; then, only when no pytest
+# arguments are given, the AutoGen- and SDK-facing tests on the lowest supported versions
+# (.venv-lowest), the OpenLIT test (.venv-openlit), the AutoGen-facing tests on every AutoGen
+# release between the lowest and the newest (.venv-autogen), and the tests that touch the
+# interpreter most on every newer Python this machine has (.venv-py3.N). The tests start and stop
+# their servers themselves, on 127.0.0.1. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh '[test]'
@@ -33,6 +34,12 @@ source scripts/_phoenix.sh
 [ -x .venv-lowest/bin/python ] || "$PYTHON" -m venv .venv-lowest
 .venv-lowest/bin/python -m pip install -q --disable-pip-version-check -c ci/lowest.txt -e ".[test-core]"
 
+# OpenLIT's OpenAI instrumentation, which otel-agents' model calls must not be doubled by
+# (tests/test_openlit.py), in an environment of its own: OpenLIT requires openai<3, and the main
+# environment's AutoGen stack has openai 3. About 90 s the first time, 35 s once installed.
+[ -x .venv-openlit/bin/python ] || "$PYTHON" -m venv .venv-openlit
+.venv-openlit/bin/python -m pip install -q --disable-pip-version-check -e ".[test-core]" "openlit>=1.45" "openai<3"
+
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy otel_agents
@@ -44,6 +51,8 @@ if [ $# -eq 0 ]; then
     tests/test_trace_shape.py tests/test_model_calls.py tests/test_zero_code.py \
     tests/test_opentelemetry_instrument.py tests/test_examples.py tests/test_autogen_conventions.py \
     tests/test_attribution.py tests/test_cli.py tests/test_cost_report.py
+  echo "== OpenLIT ($(.venv-openlit/bin/python -m pip list --format=freeze 2>/dev/null | grep -E '^(openlit|openai)==' | tr '\n' ' '))"
+  .venv-openlit/bin/python -m pytest -q -p no:cacheprovider tests/test_openlit.py
   # Every AutoGen release between those two ends (ci/autogen-releases.txt), one at a time, in a
   # third environment with the newest of everything else.
   [ -x .venv-autogen/bin/python ] || "$PYTHON" -m venv .venv-autogen

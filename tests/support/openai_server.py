@@ -43,6 +43,8 @@ class OpenAIServer:
     script: list[Reply] = field(default_factory=list)
     model: str = "gpt-4o-mini-2024-07-18"
     requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    """Each request's headers, names lowercased (a `traceparent` an HTTP-client instrumentation sent)."""
     billed: list[Billed] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -76,9 +78,10 @@ class OpenAIServer:
         with self._lock:
             return len(self.requests)
 
-    def take_reply(self, body: dict[str, Any]) -> Reply:
+    def take_reply(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Reply:
         with self._lock:
             self.requests.append(body)
+            self.headers.append(headers or {})
             if not self.script:
                 return Reply(text="ok")
             reply = self.script[min(self._next, len(self.script) - 1)]
@@ -104,7 +107,7 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 return
             length = int(self.headers.get("Content-Length", "0"))
             body = json.loads(self.rfile.read(length) or b"{}")
-            reply = server.take_reply(body)
+            reply = server.take_reply(body, {name.lower(): value for name, value in self.headers.items()})
             if reply.delay_s:
                 time.sleep(reply.delay_s)
             if reply.status != 200:

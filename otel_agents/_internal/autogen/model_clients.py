@@ -33,7 +33,7 @@ from otel_agents._internal.autogen.wrapping import on_subclass, wrap_subclasses
 from otel_agents._internal.genai.content import ContentPolicy
 from otel_agents._internal.genai.content import input_messages as content_input_messages
 from otel_agents._internal.genai.content import output_messages as content_output_messages
-from otel_agents._internal.genai.inference import Inference
+from otel_agents._internal.genai.inference import Inference, others_stand_down
 from otel_agents._internal.run.follow import RunStream
 from otel_agents._internal.telemetry import Telemetry, current
 from otel_agents._internal.tracing.registry import REGISTRY, Node
@@ -279,7 +279,8 @@ def _wrap_create(original: Callable[..., Awaitable[Any]]) -> Callable[..., Await
         token = otel_context.attach(call.context)
         call_token = _current_call.set(call)
         try:
-            result = await original(self, *args, **kwargs)
+            with others_stand_down():
+                result = await original(self, *args, **kwargs)
         except BaseException as exc:
             call.failed(exc)
             raise
@@ -332,12 +333,14 @@ async def _traced_stream(
 
 async def _with_current_call(stream: AsyncGenerator[Any, None], call: ModelCall) -> AsyncGenerator[Any, None]:
     """The client's stream, each step of it run with `call` as the current call (for its LLM
-    events); set and reset within the step, so closing the stream later, anywhere, is safe."""
+    events) and other instrumentations' flags set; set and reset within the step, so closing the
+    stream later, anywhere, is safe."""
     try:
         while True:
             token = _current_call.set(call)
             try:
-                item = await stream.__anext__()
+                with others_stand_down():
+                    item = await stream.__anext__()
             except StopAsyncIteration:
                 return
             finally:

@@ -15,25 +15,33 @@ message may carry user content). util-genai's log events are not emitted: we hav
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import sys
 import threading
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry import metrics
 from opentelemetry._logs import NoOpLoggerProvider
-from opentelemetry.context import Context, get_value
+from opentelemetry.context import Context, get_value, set_value
 from opentelemetry.util.genai.handler import TelemetryHandler
 from opentelemetry.util.genai.invocation import CLIENT_INFERENCE_CONTEXT_KEY, Error, InferenceData
 
 from otel_agents._internal import keys as sc
+from otel_agents._internal.genai import conventions as others
 from otel_agents._version import __version__
 
 if TYPE_CHECKING:
     from otel_agents._internal.telemetry import Telemetry
 
+logger = logging.getLogger(__name__)
+
 SCOPE: Final = "otel_agents"
 _SPAN_MODES: Final = ("SPAN_ONLY", "SPAN_AND_EVENT")
 _EVENT_MODES: Final = ("EVENT_ONLY", "SPAN_AND_EVENT")
+
+_MISSING: Final = object()
 
 _handlers_lock = threading.Lock()
 
@@ -92,11 +100,14 @@ class Inference:
             invocation.attributes[sc.GEN_AI_AGENT_NAME] = agent
             invocation.metric_attributes[sc.GEN_AI_AGENT_NAME] = agent
         self._invocation = invocation
+        # Traceloop's OpenAI (and other LLM) instrumentors record nothing under this key
+        self._context = set_value(others.TRACELOOP_SUPPRESS_LLM_KEY, True, invocation.context)
 
     @property
     def context(self) -> Context:
-        """The context holding the call's span (for the call itself, and for exemplars)."""
-        return self._invocation.context
+        """The context holding the call's span (for the call itself, and for exemplars), and the
+        keys other LLM instrumentations stand down on."""
+        return self._context
 
     def finish(
         self,
@@ -133,3 +144,29 @@ class Inference:
         if not self.suppressed:
             invocation.span.add_event("exception", {"exception.type": error_type})
         invocation.fail(Error(message=error_type, type=error_type, exception=error))
+
+
+@contextlib.contextmanager
+def others_stand_down() -> Iterator[None]:
+    """While the client runs: the flags other LLM instrumentations read outside OpenTelemetry's
+    context (OpenLIT's, when OpenLIT is imported) say that this call is already recorded."""
+    helpers = sys.modules.get(others.OPENLIT_HELPERS_MODULE)
+    if helpers is None:
+        yield
+        return
+    set_active: Callable[[], Any] | None = getattr(helpers, others.OPENLIT_SET_FRAMEWORK_LLM_ACTIVE, None)
+    reset: Callable[[Any], None] | None = getattr(helpers, others.OPENLIT_RESET_FRAMEWORK_LLM_ACTIVE, None)
+    token = _MISSING
+    if set_active is not None and reset is not None:
+        try:
+            token = set_active()
+        except Exception:
+            logger.debug("otel-agents could not set OpenLIT's flag", exc_info=True)
+    try:
+        yield
+    finally:
+        if token is not _MISSING and reset is not None:
+            try:
+                reset(token)
+            except Exception:
+                logger.debug("otel-agents could not reset OpenLIT's flag", exc_info=True)
