@@ -294,7 +294,7 @@ async def test_with_run_parent_link_each_run_is_the_root_of_its_own_trace(monkey
 async def test_autogens_warnings_inside_a_model_call_point_at_the_apps_call(
     capture: Capture, openai_server: OpenAIServer
 ) -> None:
-    openai_server.model = "house-model-v1"  # the client resolves gpt-4o-mini to a dated name: AutoGen warns
+    openai_server.model = "warned-model-v1"  # the client resolves gpt-4o-mini to a dated name: AutoGen warns
     openai_server.script = [Reply(text="one")]
     client = openai_client(openai_server)
     with pytest.warns(UserWarning, match="Resolved model mismatch") as caught:

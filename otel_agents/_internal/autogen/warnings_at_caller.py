@@ -11,7 +11,7 @@ callee's warning to skip the frames between (3.12's `skip_file_prefixes` is the 
 
 from __future__ import annotations
 
-import sys
+import inspect
 import warnings
 from collections.abc import Callable
 from typing import Any, Final
@@ -24,13 +24,12 @@ _OURS: Final = "otel_agents."
 def _wrap_warn(original: Callable[..., None]) -> Callable[..., None]:
     def warn(message: Any, category: Any = None, stacklevel: int = 1, source: Any = None, **kwargs: Any) -> None:
         level = stacklevel if isinstance(stacklevel, int) and stacklevel > 0 else 1
-        try:
-            frame = sys._getframe(level)  # the frame the warning blames (0 is this one)
-            while frame is not None and frame.f_globals.get("__name__", "").startswith(_OURS):
-                frame = frame.f_back  # type: ignore[assignment]
-                level += 1
-        except ValueError:  # a stack shallower than asked: as given
-            pass
+        frame = inspect.currentframe()  # this one; `level` frames up is the one the warning blames
+        for _ in range(level):
+            frame = frame.f_back if frame is not None else None
+        while frame is not None and frame.f_globals.get("__name__", "").startswith(_OURS):
+            frame = frame.f_back
+            level += 1
         original(message, category, level + 1, source, **kwargs)
 
     warn.__wrapped__ = original  # type: ignore[attr-defined]
