@@ -15,6 +15,7 @@ from opentelemetry import metrics, trace
 
 from otel_agents._internal.autogen import wrapping
 from otel_agents._internal.config.settings import RuntimeSpans, Settings, resolve_settings
+from otel_agents._internal.export.soon import FLUSH_SOON
 from otel_agents._internal.genai.loops import LoopLimits, ResolvedLimits
 from otel_agents._internal.genai.metrics import Instruments
 from otel_agents._internal.genai.prices import PriceTable
@@ -130,6 +131,7 @@ class Telemetry:
         self._shut_down = True
         from otel_agents._internal.export.pipeline import SHUTDOWN_GRACE_S, shutdown_within
 
+        FLUSH_SOON.forget(self._sdk_tracer_provider)
         end_open_runs(self._sdk_tracer_provider)  # a run still open is ended (`shutdown`) and exported
 
         actions: list[Callable[[], object]] = []
@@ -299,6 +301,7 @@ def _shutdown_at_exit() -> None:
     open are ended first (`shutdown`), whichever pipeline records them: under
     `opentelemetry-instrument` the distro's provider shuts down after this (exit handlers run last
     registered first, and the provider was made before otel-agents was loaded)."""
+    FLUSH_SOON.stop()
     end_open_runs(None)
     if _latest is not None:
         _latest.shutdown()

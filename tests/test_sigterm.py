@@ -1,0 +1,120 @@
+"""A service stopped by SIGTERM loses no finished run: a run's spans are exported soon after it
+ends (on our thread, without a flush or shutdown by the app)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import otel_agents
+from tests.support.spans import one_trace
+from tests.support.teams import writers_room
+
+ROOT = Path(__file__).resolve().parents[1]
+UVICORN = Path(sys.executable).parent / "uvicorn"
+LONG_SCHEDULE = {"OTEL_BSP_SCHEDULE_DELAY": "60000"}
+"""The batch schedule exports nothing within a test: only our flush can deliver."""
+
+
+def wait_until(condition: Callable[[], bool], within_s: float = 20) -> bool:
+    deadline = time.monotonic() + within_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@pytest.fixture
+def long_schedule(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in LONG_SCHEDULE.items():
+        monkeypatch.setenv(name, value)
+
+
+def roots(spans: list[ReadableSpan]) -> list[ReadableSpan]:
+    return [s for s in spans if s.name == "invoke_workflow writers-room"]
+
+
+async def test_a_finished_run_is_exported_soon_without_a_flush_or_shutdown(long_schedule: None) -> None:
+    exporter = InMemorySpanExporter()
+    telemetry = otel_agents.configure(span_exporter=exporter)
+    try:
+        await writers_room(max_messages=3).run(task="go")
+        assert wait_until(lambda: len(roots(list(exporter.get_finished_spans()))) == 1), (
+            "the run's spans were not exported soon after it ended"
+        )
+        tree = one_trace(exporter.get_finished_spans())
+        assert tree.root.name == "invoke_workflow writers-room"
+        assert tree.root.attributes is not None and tree.root.attributes["otel_agents.message_count"] == 3
+        assert {s.name for s in tree.spans} >= {"invoke_agent writer", "invoke_agent critic", "message writer"}
+    finally:
+        telemetry.shutdown()
+
+
+async def test_many_runs_ending_are_flushed_by_one_thread(long_schedule: None) -> None:
+    exporter = InMemorySpanExporter()
+    telemetry = otel_agents.configure(span_exporter=exporter)
+    try:
+        for _ in range(5):
+            await writers_room(max_messages=2).run(task="go")
+        assert wait_until(lambda: len(roots(list(exporter.get_finished_spans()))) == 5)
+        flushers = [t for t in threading.enumerate() if t.name == "otel-agents-flush-soon"]
+        assert len(flushers) == 1 and flushers[0].daemon
+    finally:
+        telemetry.shutdown()
+
+
+def _run_script(script: str, tmp_path: Path) -> subprocess.Popen[str]:
+    env = dict(os.environ, **LONG_SCHEDULE, XDG_DATA_HOME=str(tmp_path / "data"))
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_the_flush_thread_serves_a_forked_child(tmp_path: Path) -> None:
+    process = _run_script(
+        f"""
+        import asyncio, os, sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        import otel_agents
+        from tests.support.teams import writers_room
+
+        exporter = InMemorySpanExporter()
+        otel_agents.configure(span_exporter=exporter)
+
+        def exported_run(name):
+            asyncio.run(writers_room(max_messages=2, name=name).run(task="go"))
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                if any(s.name == f"invoke_workflow {{name}}" for s in exporter.get_finished_spans()):
+                    return True
+                time.sleep(0.02)
+            return False
+
+        assert exported_run("parent")  # the parent's flush thread is running when it forks
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if exported_run("child") else 1)
+        _, status = os.waitpid(pid, 0)
+        print("child exported" if os.waitstatus_to_exitcode(status) == 0 else "child lost its run", flush=True)
+        """,
+        tmp_path,
+    )
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0, stderr[-2000:]
+    assert stdout.strip() == "child exported", stderr[-2000:]
