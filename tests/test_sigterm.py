@@ -1,27 +1,31 @@
 """A service stopped by SIGTERM loses no finished run: a run's spans are exported soon after it
-ends (on our thread, without a flush or shutdown by the app)."""
+ends (on our thread, without a flush or shutdown by the app), and a SIGTERM exports what is still
+held, then hands the signal on, so the process ends as it would have."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
+from otel_agents._internal.export.store import Store
+from tests.support.processes import stop_process
 from tests.support.spans import one_trace
 from tests.support.teams import writers_room
 
 ROOT = Path(__file__).resolve().parents[1]
-UVICORN = Path(sys.executable).parent / "uvicorn"
 LONG_SCHEDULE = {"OTEL_BSP_SCHEDULE_DELAY": "60000"}
 """The batch schedule exports nothing within a test: only our flush can deliver."""
 
@@ -33,6 +37,14 @@ def wait_until(condition: Callable[[], bool], within_s: float = 20) -> bool:
             return False
         time.sleep(0.02)
     return True
+
+
+@pytest.fixture
+def sigterm_as_found() -> Iterator[None]:
+    """The test process's SIGTERM handler, put back after the test."""
+    found = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, found)
 
 
 @pytest.fixture
@@ -74,6 +86,50 @@ async def test_many_runs_ending_are_flushed_by_one_thread(long_schedule: None) -
         telemetry.shutdown()
 
 
+def test_sigterm_exports_then_calls_the_handler_installed_before_ours(
+    long_schedule: None, sigterm_as_found: None
+) -> None:
+    received: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: received.append(signum))
+    exporter = InMemorySpanExporter()
+    telemetry = otel_agents.configure(span_exporter=exporter)  # ours goes in front of that handler
+    try:
+        telemetry.tracer_provider.get_tracer("test").start_span("before the signal").end()  # not a run
+        assert exporter.get_finished_spans() == ()
+        signal.raise_signal(signal.SIGTERM)
+        assert received == [signal.SIGTERM], "the handler installed before ours was not called"
+        assert [s.name for s in exporter.get_finished_spans()] == ["before the signal"]
+    finally:
+        telemetry.shutdown()
+
+
+def test_an_ignored_sigterm_stays_ignored(sigterm_as_found: None) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with otel_agents.configure(span_exporter=InMemorySpanExporter()):
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+
+
+def test_uninstrument_puts_back_the_handler_ours_was_installed_over(sigterm_as_found: None) -> None:
+    def theirs(signum: int, frame: Any) -> None:
+        pass
+
+    signal.signal(signal.SIGTERM, theirs)
+    with otel_agents.configure(span_exporter=InMemorySpanExporter()):
+        assert signal.getsignal(signal.SIGTERM) is not theirs
+        otel_agents.AutoGenInstrumentor().uninstrument()
+        assert signal.getsignal(signal.SIGTERM) is theirs
+
+
+def test_a_handler_installed_after_ours_is_left_alone(sigterm_as_found: None) -> None:
+    def later(signum: int, frame: Any) -> None:
+        pass
+
+    with otel_agents.configure(span_exporter=InMemorySpanExporter()):
+        signal.signal(signal.SIGTERM, later)
+        otel_agents.AutoGenInstrumentor().uninstrument()
+        assert signal.getsignal(signal.SIGTERM) is later
+
+
 def _run_script(script: str, tmp_path: Path) -> subprocess.Popen[str]:
     env = dict(os.environ, **LONG_SCHEDULE, XDG_DATA_HOME=str(tmp_path / "data"))
     return subprocess.Popen(
@@ -83,6 +139,37 @@ def _run_script(script: str, tmp_path: Path) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def test_sigterm_with_no_handler_before_ours_exports_then_ends_the_process_by_the_signal(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    process = _run_script(
+        f"""
+        import asyncio, signal, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        import otel_agents
+        from tests.support.teams import writers_room
+
+        otel_agents.configure(store={str(store)!r})
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(writers_room(max_messages=3, name="finished").run(task="go"))
+        stream = otel_agents.tap(writers_room(max_messages=5, name="open").run_stream(task="go"))
+        loop.run_until_complete(stream.__anext__())  # a run still open when the signal comes
+        print("ready", flush=True)
+        signal.pause()
+        """,
+        tmp_path,
+    )
+    try:
+        assert process.stdout is not None and process.stdout.readline() == "ready\n", process.stderr
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            stop_process(process)  # type: ignore[arg-type]
+    assert process.returncode == -signal.SIGTERM, stderr[-2000:]
+    runs = {run.team: run.stop_kind for run in Store(store).runs()}
+    assert runs == {"finished": "max_messages", "open": "shutdown"}, "a run was lost"
 
 
 def test_the_flush_thread_serves_a_forked_child(tmp_path: Path) -> None:
