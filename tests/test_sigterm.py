@@ -1,6 +1,7 @@
 """A service stopped by SIGTERM loses no finished run: a run's spans are exported soon after it
 ends (on our thread, without a flush or shutdown by the app), and a SIGTERM exports what is still
-held, then hands the signal on, so the process ends as it would have."""
+held, then hands the signal on, so the process ends as it would have (uvicorn: by the signal it
+raises again after its graceful shutdown)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 import textwrap
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,11 +23,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import otel_agents
 from otel_agents._internal.export.store import Store
-from tests.support.processes import stop_process
+from tests.support.phoenix import Phoenix
+from tests.support.processes import free_port, stop_process, wait_ready
 from tests.support.spans import one_trace
 from tests.support.teams import writers_room
+from tests.test_opentelemetry_instrument import INSTRUMENT, by_trace
 
 ROOT = Path(__file__).resolve().parents[1]
+UVICORN = Path(sys.executable).parent / "uvicorn"
 LONG_SCHEDULE = {"OTEL_BSP_SCHEDULE_DELAY": "60000"}
 """The batch schedule exports nothing within a test: only our flush can deliver."""
 
@@ -205,3 +210,62 @@ def test_the_flush_thread_serves_a_forked_child(tmp_path: Path) -> None:
     stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == 0, stderr[-2000:]
     assert stdout.strip() == "child exported", stderr[-2000:]
+
+
+def test_a_uvicorn_service_stopped_by_sigterm_delivers_every_finished_run_to_phoenix(
+    phoenix: Phoenix, tmp_path: Path
+) -> None:
+    project = "sigterm-uvicorn"
+    port = free_port()
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "OTEL_SERVICE_NAME": "sigterm-uvicorn",
+        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_LOGS_EXPORTER": "none",
+        "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "autogen_agentchat",
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix.http_endpoint,
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}",
+        **LONG_SCHEDULE,
+    }
+    log = tmp_path / "uvicorn.log"
+    command = [str(INSTRUMENT), str(UVICORN), "--host", "127.0.0.1", "--port", str(port)]
+    command += ["--app-dir", str(ROOT), "tests.support.sigterm_app:app"]
+    server = subprocess.Popen(command, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    runs = 3
+    try:
+        wait_ready(f"http://127.0.0.1:{port}/healthz", server, log)
+        for _ in range(runs):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/run", timeout=60) as response:
+                assert response.status == 200
+        server.send_signal(signal.SIGTERM)  # right after the last run
+        server.wait(timeout=60)
+    finally:
+        if server.poll() is None:
+            stop_process(server)
+    output = log.read_text()
+    assert "Shutting down" in output, output[-3000:]  # uvicorn's graceful shutdown ran
+    # uvicorn ends by raising the signal again once its shutdown is done: its usual exit status
+    assert server.returncode == -signal.SIGTERM, output[-3000:]
+
+    spans_per_run = 8  # run, 3 messages, 2 turns, 2 chat calls
+    traces = by_trace(phoenix.project_spans(project, count=runs * spans_per_run))
+    assert len(traces) == runs, [sorted(s["name"] for s in t) for t in traces.values()]
+    for spans in traces.values():
+        (root,) = [s for s in spans if s["parent_id"] is None]
+        assert root["name"] == "invoke_workflow writers-room"
+        assert root["attributes"]["otel_agents.stop_kind"] == "max_messages"
+        assert root["attributes"]["otel_agents.message_count"] == 3
+        assert sorted(s["name"] for s in spans) == [
+            "chat",
+            "chat",
+            "invoke_agent critic",
+            "invoke_agent writer",
+            "invoke_workflow writers-room",
+            "message critic",
+            "message user",
+            "message writer",
+        ]
