@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
@@ -28,6 +29,7 @@ from tests.support.processes import free_port, stop_process, wait_ready
 from tests.support.spans import one_trace
 from tests.support.teams import writers_room
 from tests.test_opentelemetry_instrument import INSTRUMENT, by_trace
+from tests.test_zero_code import UnhashableTracerProvider
 
 ROOT = Path(__file__).resolve().parents[1]
 UVICORN = Path(sys.executable).parent / "uvicorn"
@@ -76,6 +78,20 @@ async def test_a_finished_run_is_exported_soon_without_a_flush_or_shutdown(long_
         assert {s.name for s in tree.spans} >= {"invoke_agent writer", "invoke_agent critic", "message writer"}
     finally:
         telemetry.shutdown()
+
+
+async def test_a_run_is_exported_soon_by_an_unhashable_provider_given_to_instrument(long_schedule: None) -> None:
+    exporter = InMemorySpanExporter()
+    provider = UnhashableTracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    instrumentor = otel_agents.AutoGenInstrumentor()
+    instrumentor.uninstrument()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        await writers_room(max_messages=3).run(task="go")
+        assert wait_until(lambda: len(roots(list(exporter.get_finished_spans()))) == 1)
+    finally:
+        provider.shutdown()
 
 
 async def test_many_runs_ending_are_flushed_by_one_thread(long_schedule: None) -> None:

@@ -6,7 +6,8 @@ it to flush, on this thread, never in the caller's (an event loop must not wait 
 
 - The caller's cost is a set insertion under a lock and setting an event.
 - Requests coalesce: one flush per provider however many runs ended while the previous one ran;
-  what is pending is at most one entry per provider.
+  what is pending is at most one entry per provider (by identity: a provider need not be
+  hashable).
 - The thread is a daemon (it never keeps the process alive), started at the first request; a
   forked child starts its own at its first request; `stop()` ends it (a later request starts a
   new one).
@@ -34,13 +35,13 @@ class FlushSoon:
         # also in a forked child: the parent's thread is not there, its requests are the parent's
         self._lock = threading.Lock()
         self._wanted = threading.Event()
-        self._pending: set[Any] = set()
+        self._pending: dict[int, Any] = {}  # by id: a provider need not be hashable
         self._thread: threading.Thread | None = None
 
     def request(self, provider: Any) -> None:
         """Flush `provider` soon (its `force_flush()`, on the flush thread); returns at once."""
         with self._lock:
-            self._pending.add(provider)
+            self._pending[id(provider)] = provider
             if self._thread is None:
                 thread = threading.Thread(target=self._work, name="otel-agents-flush-soon", daemon=True)
                 try:
@@ -56,7 +57,7 @@ class FlushSoon:
         """`provider` is shut down: no flush of it is pending any more; with none pending for any
         other provider, the thread stops."""
         with self._lock:
-            self._pending.discard(provider)
+            self._pending.pop(id(provider), None)
             if self._pending:
                 return
             self._thread = None
@@ -72,7 +73,7 @@ class FlushSoon:
     def pending(self) -> list[Any]:
         """The providers asked for and not flushed yet."""
         with self._lock:
-            return list(self._pending)
+            return list(self._pending.values())
 
     def _work(self) -> None:
         me = threading.current_thread()
@@ -82,8 +83,8 @@ class FlushSoon:
                 if self._thread is not me:
                     return  # stopped (or forked: this object now belongs to another process's thread)
                 self._wanted.clear()
-                providers, self._pending = self._pending, set()
-            for provider in providers:
+                providers, self._pending = self._pending, {}
+            for provider in providers.values():
                 flush = getattr(provider, "force_flush", None)
                 if flush is None:
                     continue
