@@ -128,13 +128,14 @@ class Telemetry:
         """Flush and stop the pipeline, within the exporter timeout plus a few seconds. Idempotent."""
         from otel_agents._internal.export.pipeline import SHUTDOWN_GRACE_S
 
-        self._shutdown_within(self.settings.exporter_timeout_s + SHUTDOWN_GRACE_S + 1.0)
+        self.shutdown_within(self.settings.exporter_timeout_s + SHUTDOWN_GRACE_S + 1.0)
 
-    def _shutdown_within(self, seconds: float) -> None:
+    def shutdown_within(self, seconds: float) -> None:
+        """`shutdown()` in `seconds` at most (at exit: `OTEL_AGENTS_EXIT_TIMEOUT_S`)."""
         if self._shut_down:
             return
         self._shut_down = True
-        from otel_agents._internal.export.pipeline import shutdown_within
+        from otel_agents._internal.export import pipeline
 
         FLUSH_SOON.forget(self._sdk_tracer_provider)
         end_open_runs(self._sdk_tracer_provider)  # a run still open is ended (`shutdown`) and exported
@@ -148,7 +149,7 @@ class Telemetry:
             if stop is not None:
                 actions.append(stop)
         actions += [processor.shutdown for processor in self._processors if not self._owns[0]]
-        shutdown_within(actions, seconds)
+        pipeline.shutdown_within(actions, seconds)
         if self._health is not None:  # shutdown is over, done or not: the count below is final
             self._health.close()
         if self.prometheus is not None:
@@ -314,7 +315,7 @@ def _shutdown_at_exit() -> None:
     end_open_runs(None)
     latest = _latest
     if latest is not None:
-        latest._shutdown_within(latest.settings.exit_timeout_s)
+        latest.shutdown_within(latest.settings.exit_timeout_s)
 
 
 def current(telemetry: Telemetry | None) -> Telemetry:
