@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
 
+from otel_agents._internal import sigterm
 from otel_agents._internal.autogen import patches
 from otel_agents._internal.config import params
 from otel_agents._internal.config.settings import ConfigError, Settings, load_prices, resolve_settings
@@ -86,6 +87,7 @@ def configure(
     previous = activate(telemetry, set_global=set_global)
     if previous is not None:
         previous.shutdown()
+    sigterm.install()  # a SIGTERM exports what the pipeline holds before the process ends
     if instrument:
         _instrument_autogen()
     else:

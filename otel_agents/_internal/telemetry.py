@@ -15,6 +15,7 @@ from opentelemetry import metrics, trace
 
 from otel_agents._internal.autogen import wrapping
 from otel_agents._internal.config.settings import RuntimeSpans, Settings, resolve_settings
+from otel_agents._internal.export.soon import FLUSH_SOON
 from otel_agents._internal.genai.loops import LoopLimits, ResolvedLimits
 from otel_agents._internal.genai.metrics import Instruments
 from otel_agents._internal.genai.prices import PriceTable
@@ -125,12 +126,22 @@ class Telemetry:
 
     def shutdown(self) -> None:
         """Flush and stop the pipeline, within the exporter timeout plus a few seconds. Idempotent."""
+        from otel_agents._internal.export.pipeline import SHUTDOWN_GRACE_S
+
+        self.shutdown_within(self.settings.exporter_timeout_s + SHUTDOWN_GRACE_S + 1.0)
+
+    def shutdown_within(self, seconds: float) -> None:
+        """`shutdown()` in `seconds` at most (at exit: `OTEL_AGENTS_EXIT_TIMEOUT_S`)."""
         if self._shut_down:
             return
         self._shut_down = True
-        from otel_agents._internal.export.pipeline import SHUTDOWN_GRACE_S, shutdown_within
+        from otel_agents._internal.export import pipeline
 
+        FLUSH_SOON.forget(self._sdk_tracer_provider)
         end_open_runs(self._sdk_tracer_provider)  # a run still open is ended (`shutdown`) and exported
+        if self._health is not None:  # where no thread can start, each processor bounds itself
+            for processor in self._health.processors:
+                processor.limit_shutdown(seconds)
 
         actions: list[Callable[[], object]] = []
         for provider, owned in zip((self._sdk_tracer_provider, self._meter_provider), self._owns, strict=True):
@@ -138,7 +149,7 @@ class Telemetry:
             if stop is not None:
                 actions.append(stop)
         actions += [processor.shutdown for processor in self._processors if not self._owns[0]]
-        shutdown_within(actions, self.settings.exporter_timeout_s + SHUTDOWN_GRACE_S + 1.0)
+        pipeline.shutdown_within(actions, seconds)
         if self._health is not None:  # shutdown is over, done or not: the count below is final
             self._health.close()
         if self.prometheus is not None:
@@ -295,13 +306,16 @@ def activate(telemetry: Telemetry, *, set_global: bool) -> Telemetry | None:
 
 @atexit.register
 def _shutdown_at_exit() -> None:
-    """Deliver what the latest pipeline holds when the process exits (bounded in time). Runs still
-    open are ended first (`shutdown`), whichever pipeline records them: under
-    `opentelemetry-instrument` the distro's provider shuts down after this (exit handlers run last
-    registered first, and the provider was made before otel-agents was loaded)."""
+    """Deliver what the latest pipeline holds when the process exits, within
+    `OTEL_AGENTS_EXIT_TIMEOUT_S`. Runs still open are ended first (`shutdown`), whichever pipeline
+    records them: under `opentelemetry-instrument` the distro's provider shuts down after this
+    (exit handlers run last registered first, and the provider was made before otel-agents was
+    loaded)."""
+    FLUSH_SOON.stop()
     end_open_runs(None)
-    if _latest is not None:
-        _latest.shutdown()
+    latest = _latest
+    if latest is not None:
+        latest.shutdown_within(latest.settings.exit_timeout_s)
 
 
 def current(telemetry: Telemetry | None) -> Telemetry:

@@ -14,6 +14,7 @@ from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
+from otel_agents._internal import sigterm
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen import patches, wrapping
 from otel_agents._internal.telemetry import adopt, configured, store_into_global_provider
@@ -60,7 +61,9 @@ class AutoGenInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         patches.install()
         wrapping.trace_every_run(True)
         patches.install_grpc_when_imported()
+        sigterm.install()  # under the distro too: a SIGTERM exports what its provider holds
 
     def _uninstrument(self, **kwargs: Any) -> None:
         wrapping.trace_every_run(False)
         wrapping.restore_all()
+        sigterm.uninstall()

@@ -315,7 +315,7 @@ def _metric_attributes(name: str, text: str) -> tuple[str, ...]:
 def _runtime_spans(source: str, value: object) -> RuntimeSpans:
     lowered = value.lower() if isinstance(value, str) else value
     if lowered in ("auto", "off", "nested"):
-        return cast(RuntimeSpans, lowered)  # type: ignore[redundant-cast]
+        return lowered
     raise ConfigError(f"{source}={value!r}: expected 'auto', 'off' or 'nested'")
 
 

@@ -287,6 +287,11 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         exporter.on_export = self._exporting
         _reset_in_forked_child.add(self)
 
+    def limit_shutdown(self, seconds: float) -> None:
+        """Shut down within `seconds` at most, if that is sooner (at exit: the exit timeout)."""
+        with self._lock:
+            self._shutdown_within_s = min(self._shutdown_within_s, seconds)
+
     def reset_after_fork(self) -> None:
         self._lock = threading.Lock()
         self._ended = self._dropped = 0
