@@ -56,7 +56,7 @@ def test_the_stack_has_a_collector_in_front_of_jaeger_v2() -> None:
     assert "16686:16686" in services["jaeger"]["ports"]
     assert {"4317:4317", "4318:4318"} <= set(services["otel-collector"]["ports"])
     collector = load(DEPLOY / "otel-collector" / "config.yaml")
-    assert collector["exporters"]["otlp/jaeger"]["endpoint"] == "jaeger:4317"
+    assert collector["exporters"]["otlp_grpc/jaeger"]["endpoint"] == "jaeger:4317"
 
 
 @pytest.mark.parametrize("config", collector_configs(), ids=lambda p: str(p.relative_to(DEPLOY)))
