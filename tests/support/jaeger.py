@@ -166,7 +166,15 @@ def running_jaeger(binary: str, workdir: Path) -> Iterator[Jaeger]:
     ports = JaegerPorts(*(free_port() for _ in range(6)))
     config = workdir / "jaeger.yaml"
     config.write_text(yaml.safe_dump(render_config(DEPLOY / "jaeger" / "config.yaml", ports)))
-    process = launch(binary, [f"--config={config}"], workdir / "jaeger.log", f"http://127.0.0.1:{ports.health}/status")
+    # Jaeger traces its own queries to the OTLP endpoint of its environment (by default
+    # 127.0.0.1:4317, its own receiver in the compose stack): here too, its own receiver. Its last
+    # spans find that receiver stopped when it shuts down: a 1 s export timeout, not 10 s, then.
+    own_receiver = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{ports.otlp_grpc}",
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "1000",
+    }
+    health = f"http://127.0.0.1:{ports.health}/status"
+    process = launch(binary, [f"--config={config}"], workdir / "jaeger.log", health, env=own_receiver)
     try:
         yield Jaeger(ports, process.pid)
     finally:

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -32,9 +33,14 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path, within_s: 
     raise RuntimeError(f"{url} not ready within {within_s} s")
 
 
-def launch(binary: str, args: list[str], log: Path, ready_url: str) -> subprocess.Popen[bytes]:
-    """Start a server process logging to `log`; return it once `ready_url` answers (else stop it)."""
-    process = subprocess.Popen([binary, *args], stdout=log.open("wb"), stderr=subprocess.STDOUT)
+def launch(
+    binary: str, args: list[str], log: Path, ready_url: str, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start a server process logging to `log` (with `env` added to the environment); return it once
+    `ready_url` answers (else stop it)."""
+    process = subprocess.Popen(
+        [binary, *args], stdout=log.open("wb"), stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+    )
     try:
         wait_ready(ready_url, process, log)
     except Exception:
