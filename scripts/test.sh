@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: creates .venv, installs what the tests need (Arize
 # Phoenix in its own .venv-phoenix, OpenLIT in its own .venv-openlit, Debian's docker-compose,
-# prometheus and alertmanager), runs lint, the type check and pytest; then, only when no pytest
-# arguments are given, the AutoGen- and SDK-facing tests on the lowest supported versions
-# (.venv-lowest), the OpenLIT test (.venv-openlit), the AutoGen-facing tests on every AutoGen
-# release between the lowest and the newest (.venv-autogen), and the tests that touch the
-# interpreter most on every newer Python this machine has (.venv-py3.N). The tests start and stop
-# their servers themselves, on 127.0.0.1. Extra arguments go to pytest.
+# prometheus and alertmanager; builds Jaeger and the Collector from their Go modules where Go is
+# installed), runs lint, the type check and pytest; then, only when no pytest arguments are given,
+# the AutoGen- and SDK-facing tests on the lowest supported versions (.venv-lowest), the OpenLIT
+# test (.venv-openlit), the AutoGen-facing tests on every AutoGen release between the lowest and the
+# newest (.venv-autogen), and the tests that touch the interpreter most on every newer Python this
+# machine has (.venv-py3.N). The tests start and stop their servers themselves, on 127.0.0.1. Extra
+# arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh '[test]'
@@ -27,6 +28,17 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 source scripts/_phoenix.sh
+
+# Jaeger v2 and the OpenTelemetry Collector, built from their Go modules at the versions deploy/
+# pins; scripts/build_backends.sh keeps each binary in ~/.cache/otel-agents/bin by version, so only
+# the first run on a machine builds. Without Go, their tests skip and say why.
+built=0
+bash scripts/build_backends.sh >/dev/null || built=$?
+case $built in
+  0) ;;
+  3) echo "== Go is not installed: the tests of Jaeger and the Collector skip" ;;
+  *) exit "$built" ;;
+esac
 
 # The lowest versions otel-agents supports (ci/lowest.txt: AutoGen 0.7.0, OpenTelemetry 1.43, and the
 # floors of every other dependency), in a second environment without OpenInference, for the tests

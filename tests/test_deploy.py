@@ -5,15 +5,23 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.conditions import MaxMessageTermination
+from autogen_agentchat.teams import RoundRobinGroupChat
 
+import otel_agents
+from tests.support.backends import built_backends
+from tests.support.collector import running_collector
 from tests.support.deploy import DEPLOY, collector_configs, load, pipeline_problems
 from tests.support.grafana import dashboard, options, variables
-from tests.support.scrape import exposition, start_prometheus_with_job
+from tests.support.jaeger import poll
+from tests.support.openai_server import OpenAIServer
+from tests.support.processes import free_port
+from tests.support.scrape import start_prometheus_with_job
+from tests.support.teams import openai_client
 
 COMPOSE_FILES = sorted(DEPLOY.glob("**/docker-compose*.yml"))
 
@@ -56,7 +64,7 @@ def test_the_stack_has_a_collector_in_front_of_jaeger_v2() -> None:
     assert "16686:16686" in services["jaeger"]["ports"]
     assert {"4317:4317", "4318:4318"} <= set(services["otel-collector"]["ports"])
     collector = load(DEPLOY / "otel-collector" / "config.yaml")
-    assert collector["exporters"]["otlp/jaeger"]["endpoint"] == "jaeger:4317"
+    assert collector["exporters"]["otlp_grpc/jaeger"]["endpoint"] == "jaeger:4317"
 
 
 @pytest.mark.parametrize("config", collector_configs(), ids=lambda p: str(p.relative_to(DEPLOY)))
@@ -157,47 +165,52 @@ def test_the_multi_host_layout_routes_by_trace_and_samples_whole_runs() -> None:
     assert "elasticsearch" in services
 
 
-_SERIES = (
-    'job="shop/checkout",instance="0f3c2d9e-5b1a-4c8e-9d7f-2a6b4e8c1d03",gen_ai_workflow_name="team",'
-    'otel_agents_stop_kind="other",tenant="acme"'
-)
-COLLECTOR_EXPOSITION = f"""# TYPE otel_agents_runs_total counter
-otel_agents_runs_total{{{_SERIES}}} 3
-# TYPE otel_agents_run_cost_USD histogram
-otel_agents_run_cost_USD_bucket{{{_SERIES},le="+Inf"}} 3
-otel_agents_run_cost_USD_sum{{{_SERIES}}} 0.3
-otel_agents_run_cost_USD_count{{{_SERIES}}} 3
-"""
-"""What the Collector's prometheus exporter writes: the service (service.namespace/service.name) as
-`job`, its `service.instance.id` (every otel-agents process has one) as `instance`, and a run
-attribute that OTEL_AGENTS_METRIC_ATTRIBUTES made a label."""
+def priced_team(server: OpenAIServer) -> RoundRobinGroupChat:
+    """Two agents on the test server (it answers as gpt-4o-mini, which has a price): a run with a cost."""
+    agents = [AssistantAgent(name, model_client=openai_client(server)) for name in ("writer", "critic")]
+    return RoundRobinGroupChat(agents, termination_condition=MaxMessageTermination(3), name="team")
 
 
 @pytest.mark.parametrize(
     "config", [DEPLOY / "prometheus" / "prometheus.yml", DEPLOY / "multi-host" / "prometheus.yml"], ids=str
 )
-def test_the_service_the_collector_writes_is_the_job_prometheus_keeps(tmp_path: Path, config: Path) -> None:
+async def test_the_service_the_collector_writes_is_the_job_prometheus_keeps(
+    tmp_path: Path, config: Path, monkeypatch: pytest.MonkeyPatch, openai_server: OpenAIServer
+) -> None:
+    """The real Collector (built from deploy/collector/manifest.yaml, deploy/'s config on 127.0.0.1)
+    writes the service (service.namespace/service.name) as `job`, the process's `service.instance.id`
+    as `instance`, and a run attribute that OTEL_AGENTS_METRIC_ATTRIBUTES made a label; deploy/'s
+    scrape job, scraping it, keeps the service as `job`."""
     if shutil.which("prometheus") is None:
         if os.environ.get("CI"):
             pytest.fail("prometheus missing: scripts/test.sh installs Debian's prometheus packages")
         pytest.skip("prometheus not installed")
+    backends = built_backends()
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "service.namespace=shop")
+    monkeypatch.setenv("OTEL_AGENTS_METRIC_ATTRIBUTES", "tenant")
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
     (job,) = load(config)["scrape_configs"]
-    with exposition(COLLECTOR_EXPOSITION) as target:
-        prometheus = start_prometheus_with_job(tmp_path, job, target)
+    nowhere = f"127.0.0.1:{free_port()}"  # its traces pipeline's Jaeger: this test sends no traces
+    with running_collector(backends.collector, tmp_path, jaeger_otlp_grpc=nowhere) as collector:
+        telemetry = otel_agents.configure(service_name="checkout", endpoint=collector.http_endpoint, store=False)
         try:
-            series: list[dict[str, Any]] = []
-            deadline = time.monotonic() + 30
-            while not series and time.monotonic() < deadline:
-                time.sleep(0.5)
-                series = prometheus.query("otel_agents_runs_total")
+            with otel_agents.run_attributes(attributes={"tenant": "acme"}):
+                await priced_team(openai_server).run(task="go")
+            instance = telemetry.sdk_tracer_provider.resource.attributes["service.instance.id"]  # type: ignore[attr-defined]
+        finally:
+            telemetry.shutdown()  # the metrics go to the Collector now
+        prometheus = start_prometheus_with_job(tmp_path, job, collector.scrape_target)
+        try:
+            series = poll(lambda: prometheus.query("otel_agents_runs_total"), bool, within_s=30)
             services = options(prometheus, variables(dashboard())["job"], {})
             labels = options(prometheus, variables(dashboard())["label"], {})
         finally:
             prometheus.stop()
     (scraped,) = series
     assert scraped["metric"]["job"] == "shop/checkout"
-    assert scraped["metric"]["instance"] == target, "a service's series stay apart per Collector"
+    assert scraped["metric"]["instance"] == collector.scrape_target, "a service's series stay apart per Collector"
     assert "exported_job" not in scraped["metric"]
     assert services == ["shop/checkout"], "the dashboard's Service variable lists the service"
-    assert scraped["metric"]["exported_instance"] == "0f3c2d9e-5b1a-4c8e-9d7f-2a6b4e8c1d03"
+    assert scraped["metric"]["exported_instance"] == instance
+    assert scraped["metric"]["tenant"] == "acme" and scraped["metric"]["gen_ai_workflow_name"] == "team"
     assert labels == ["tenant"], "the Cost label variable offers run attributes only, not the process id"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
+import os
 import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -30,9 +33,14 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path, within_s: 
     raise RuntimeError(f"{url} not ready within {within_s} s")
 
 
-def launch(binary: str, args: list[str], log: Path, ready_url: str) -> subprocess.Popen[bytes]:
-    """Start a server process logging to `log`; return it once `ready_url` answers (else stop it)."""
-    process = subprocess.Popen([binary, *args], stdout=log.open("wb"), stderr=subprocess.STDOUT)
+def launch(
+    binary: str, args: list[str], log: Path, ready_url: str, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start a server process logging to `log` (with `env` added to the environment); return it once
+    `ready_url` answers (else stop it)."""
+    process = subprocess.Popen(
+        [binary, *args], stdout=log.open("wb"), stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+    )
     try:
         wait_ready(ready_url, process, log)
     except Exception:
@@ -48,3 +56,27 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(timeout=5)
+
+
+def listening(pid: int) -> set[tuple[str, int]]:
+    """The TCP (host, port) pairs process `pid` listens on, read from /proc (Linux)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = set()
+    for table, width in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 16)):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state != "0A" or inode not in inodes:  # 0A: LISTEN
+                continue
+            address, port = local.split(":")
+            raw = bytes.fromhex(address)
+            words = b"".join(raw[i : i + 4][::-1] for i in range(0, width, 4))  # each 32-bit word is host order
+            found.add((str(ipaddress.ip_address(words)), int(port, 16)))
+    return found
