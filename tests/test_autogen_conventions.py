@@ -85,7 +85,13 @@ async def test_the_runtimes_own_spans() -> None:
     assert all(ag.RUNTIME_CONTENT_ATTRIBUTES <= set(s.attributes or {}) for s in process)
 
 
-@pins("OPERATION_INVOKE_AGENT", "OPERATION_CREATE_AGENT", "EXECUTE_TOOL_SPAN_PREFIX", "GENAI_TRACER_MODULE")
+@pins(
+    "OPERATION_INVOKE_AGENT",
+    "OPERATION_CREATE_AGENT",
+    "OPERATION_EXECUTE_TOOL",
+    "EXECUTE_TOOL_SPAN_PREFIX",
+    "GENAI_TRACER_MODULE",
+)
 def test_agentchats_genai_spans() -> None:
     genai = importlib.import_module(ag.GENAI_TRACER_MODULE)
     exporter = InMemorySpanExporter()
@@ -98,6 +104,7 @@ def test_agentchats_genai_spans() -> None:
         pass
     by_name = {s.name: s for s in exporter.get_finished_spans()}
     assert by_name["invoke_agent writer"].attributes["gen_ai.operation.name"] == ag.OPERATION_INVOKE_AGENT
+    assert by_name["execute_tool search"].attributes["gen_ai.operation.name"] == ag.OPERATION_EXECUTE_TOOL
     assert by_name["create_agent writer"].attributes["gen_ai.operation.name"] == ag.OPERATION_CREATE_AGENT
     assert f"{ag.EXECUTE_TOOL_SPAN_PREFIX} search" in by_name
     assert "trace.get_tracer(" in inspect.getsource(genai), "without a tracer given: the global provider's"

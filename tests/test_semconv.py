@@ -166,8 +166,10 @@ def test_our_own_keys_live_in_our_namespace() -> None:
     ours = [v for k, v in vars(sc).items() if k.isupper() and isinstance(v, str) and "." in v]
     assert ours
     general = {sc.USER_ID, sc.SESSION_ID}  # OpenTelemetry's general conventions for who a run is for
-    assert all(key.startswith(("gen_ai.", "otel_agents.", "error.")) or key in general for key in ours)
+    openinference = {sc.OPENINFERENCE_SPAN_KIND, sc.INPUT_VALUE, sc.OUTPUT_VALUE}  # what Phoenix reads
+    assert all(key.startswith(("gen_ai.", "otel_agents.", "error.")) or key in general | openinference for key in ours)
     assert general == {"user.id", "session.id"}
+    assert openinference == {"openinference.span.kind", "input.value", "output.value"}
 
 
 def test_nothing_imports_the_deprecated_semconv_gen_ai_constants() -> None:

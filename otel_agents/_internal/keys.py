@@ -7,6 +7,16 @@ these strings: change them only together with the README, `deploy/` and the test
 
 from typing import Final
 
+# OpenInference (what Phoenix and other OpenInference readers show): a kind on every span, and a
+# run's input and output with content capture on
+OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
+KIND_CHAIN: Final = "CHAIN"
+KIND_AGENT: Final = "AGENT"
+KIND_LLM: Final = "LLM"
+KIND_TOOL: Final = "TOOL"
+INPUT_VALUE: Final = "input.value"
+OUTPUT_VALUE: Final = "output.value"
+
 # General semantic conventions (who a run is for)
 USER_ID: Final = "user.id"
 SESSION_ID: Final = "session.id"

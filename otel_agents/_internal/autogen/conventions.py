@@ -97,6 +97,8 @@ TOOL_SAVE_STATE_METHOD: Final = "save_state_json"
 OPERATION_INVOKE_AGENT: Final = "invoke_agent"
 OPERATION_CREATE_AGENT: Final = "create_agent"
 EXECUTE_TOOL_SPAN_PREFIX: Final = "execute_tool"
+OPERATION_EXECUTE_TOOL: Final = "execute_tool"
+"""`gen_ai.operation.name` of AutoGen's tool-call spans (`BaseTool.run_json`)."""
 
 # --- autogen_agentchat: stop reasons -------------------------------------------------------------
 

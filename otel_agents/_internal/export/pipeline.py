@@ -43,6 +43,8 @@ _EXCEPTION_TEXT: Final = ("exception.message", _STACKTRACE)
 _CONTENT_ATTRIBUTES: Final = ag.RUNTIME_CONTENT_ATTRIBUTES | frozenset(
     {
         sc.MESSAGE_CONTENT,
+        sc.INPUT_VALUE,  # a run's task and answer (ours with capture on; OpenInference's instrumentations')
+        sc.OUTPUT_VALUE,
         sc.GEN_AI_INPUT_MESSAGES,
         sc.GEN_AI_OUTPUT_MESSAGES,
         "gen_ai.system_instructions",  # written by other GenAI instrumentations, not by us

@@ -99,6 +99,7 @@ class Inference:
         if agent is not None:
             invocation.attributes[sc.GEN_AI_AGENT_NAME] = agent
             invocation.metric_attributes[sc.GEN_AI_AGENT_NAME] = agent
+        invocation.attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.KIND_LLM
         self._invocation = invocation
         # Traceloop's OpenAI (and other LLM) instrumentors record nothing under this key
         self._context = set_value(others.TRACELOOP_SUPPRESS_LLM_KEY, True, invocation.context)

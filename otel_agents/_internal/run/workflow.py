@@ -67,6 +67,7 @@ def end_open_runs(provider: trace.TracerProvider | None) -> None:
             logger.warning("otel-agents could not end a run at shutdown", exc_info=True)
 
 
+_SPAN_MODES: Final = ("SPAN_ONLY", "SPAN_AND_EVENT")
 _IN_RUN: Final = otel_context.create_key("otel_agents.in_run")
 
 
@@ -114,6 +115,7 @@ class WorkflowSpan:
         }
         if operation == sc.OPERATION_INVOKE_AGENT:
             span_attributes[sc.GEN_AI_AGENT_NAME] = name
+        span_attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.KIND_AGENT if single_agent and is_root else sc.KIND_CHAIN
         self.run_id = new_run_id() if is_root else None
         if self.run_id is not None:
             if attributes_given:
@@ -141,6 +143,8 @@ class WorkflowSpan:
         self.stop_reason: str | None = None
         self.stop_kind: StopKind | None = None
         self._error: BaseException | None = None
+        self._output: str | None = None
+        """The last message's text, kept only with content capture on the span (`output.value`)."""
         self._ended = False
         self._finished = False
         self._ending = threading.Lock()
@@ -184,6 +188,7 @@ class WorkflowSpan:
                 sc.GEN_AI_AGENT_NAME: source,
                 sc.MESSAGE_INDEX: index,
                 sc.MESSAGE_TYPE: type(item).__name__,
+                sc.OPENINFERENCE_SPAN_KIND: sc.KIND_CHAIN,
             }
             if timed:
                 attributes[sc.MESSAGE_LATENCY_MS] = (now - self._last_ns) / 1e6
@@ -205,6 +210,10 @@ class WorkflowSpan:
                 text = to_text() if callable(to_text) else getattr(item, "content", None)
                 if isinstance(text, str):
                     content.record(message_span, {sc.MESSAGE_CONTENT: content.text(text)}, "otel_agents.message")
+                    if content.mode in _SPAN_MODES:  # the run's input (the task) and output (the last word)
+                        if index == 0:
+                            self.span.set_attribute(sc.INPUT_VALUE, content.text(text))
+                        self._output = text
             message_span.end(end_time=now)
             self._detect_loops(item)
         self._last_ns = now
@@ -281,6 +290,8 @@ class WorkflowSpan:
             attributes[sc.USAGE_UNKNOWN_CALLS] = totals.unknown_calls
         if self.stop_reason is not None:
             attributes[sc.STOP_REASON] = self.stop_reason
+        if self._output is not None:
+            attributes[sc.OUTPUT_VALUE] = self.run.content.text(self._output)
         span.set_attributes(attributes)
         if self._error is not None:
             mark_error(span, self._error)

@@ -110,6 +110,29 @@ def _role(tracer_name: str, attributes: types.Attributes) -> Role:
     return Role.OTHER
 
 
+_KIND_OF_OPERATION: Final = {
+    ag.OPERATION_INVOKE_AGENT: sc.KIND_AGENT,
+    ag.OPERATION_CREATE_AGENT: sc.KIND_AGENT,
+    ag.OPERATION_EXECUTE_TOOL: sc.KIND_TOOL,
+}
+
+
+def with_span_kind(tracer_name: str, attributes: types.Attributes) -> types.Attributes:
+    """AutoGen's spans with their OpenInference kind, for backends that read it (Phoenix): a
+    runtime span `CHAIN`, a turn and `create_agent` `AGENT`, a tool call `TOOL`; a span that has
+    one already, or is none of these, as it came."""
+    if attributes and sc.OPENINFERENCE_SPAN_KIND in attributes:
+        return attributes
+    if tracer_name.startswith(ag.RUNTIME_TRACER_PREFIX):
+        kind: str | None = sc.KIND_CHAIN
+    else:
+        operation = attributes.get(sc.GEN_AI_OPERATION_NAME) if attributes else None
+        kind = _KIND_OF_OPERATION.get(operation) if isinstance(operation, str) else None
+    if kind is None:
+        return attributes
+    return {**(attributes or {}), sc.OPENINFERENCE_SPAN_KIND: kind}
+
+
 def without_content(attributes: types.Attributes) -> types.Attributes:
     """A runtime span's attributes without AutoGen's `message` (the whole message JSON)."""
     if not attributes or not any(key in attributes for key in ag.RUNTIME_CONTENT_ATTRIBUTES):
@@ -165,6 +188,7 @@ class RunAwareTracer(trace.Tracer):
                 return self._tracer_of(passed_to).start_span(
                     name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
                 )
+            attributes = with_span_kind(self._name, attributes)
             return self._start_span(
                 name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
             )
@@ -284,7 +308,7 @@ class RunAwareTracer(trace.Tracer):
             stable_runtime_span_name(name),
             parent,
             kind,
-            without_content(attributes),
+            with_span_kind(self._name, without_content(attributes)),
             links,
             start_time,
             record_exception,
@@ -311,7 +335,12 @@ class RunAwareTracer(trace.Tracer):
             return NonRecordingSpan(sender)
         REGISTRY.count_unplaced()
         return self._tracer_of(run.provider).start_span(
-            stable_runtime_span_name(name), _context_of(sender), kind, without_content(attributes), links, start_time
+            stable_runtime_span_name(name),
+            _context_of(sender),
+            kind,
+            with_span_kind(self._name, without_content(attributes)),
+            links,
+            start_time,
         )
 
     def _under_sender(
