@@ -228,7 +228,7 @@ def test_the_team_and_agent_methods_wrapped() -> None:
     assert {*ag.STATE_METHODS, ag.AGENT_RESET_METHOD} <= set(vars(AssistantAgent))
 
 
-@pins("AGENT_MESSAGE_METHODS")
+@pins("AGENT_MESSAGE_METHODS", "RESPONSE_MESSAGE")
 async def test_an_agent_answers_messages_through_these_methods() -> None:
     from autogen_agentchat.base import Response
 
@@ -240,7 +240,7 @@ async def test_an_agent_answers_messages_through_these_methods() -> None:
     solo = AssistantAgent("solo", model_client=replay(text("hi"), text("hi")))
     asked = [TextMessage(content="go", source="user")]
     response = await getattr(solo, on_messages)(asked, CancellationToken())
-    assert isinstance(response, Response) and response.chat_message.to_text() == "hi"
+    assert isinstance(response, Response) and getattr(response, ag.RESPONSE_MESSAGE).to_text() == "hi"
     await solo.on_reset(CancellationToken())
     items = [item async for item in getattr(solo, on_messages_stream)(asked, CancellationToken())]
     assert isinstance(items[-1], Response), "the stream ends with the Response"

@@ -84,8 +84,12 @@ async def test_a_plain_call_gets_a_chat_span_under_its_agents_turn(
         sum(c.attributes["otel_agents.cost.usd"] for c in calls)
     )
     writer_message = tree.named("message writer")[0]
-    assert writer_message.attributes["otel_agents.cost.usd"] == pytest.approx(
-        calls[0].attributes["otel_agents.cost.usd"]
+    assert tree.parent(writer_message) is tree.parent(calls[0]), "a message hangs under the turn that said it"
+    assert "otel_agents.cost.usd" not in writer_message.attributes, "each turn's cost reads once: on its chat span"
+    assert "gen_ai.usage.input_tokens" not in writer_message.attributes
+    assert (
+        writer_message.attributes["otel_agents.message.input_tokens"]
+        == calls[0].attributes["gen_ai.usage.input_tokens"]
     )
 
 
@@ -125,7 +129,13 @@ async def test_a_tool_call_loop_makes_two_calls_in_one_turn(capture: Capture, op
 
     tree = one_trace(capture.spans())
     turn = tree.one("invoke_agent assistant")
-    assert [c.name for c in tree.children(turn)] == ["chat gpt-4o-mini", "execute_tool lookup", "chat gpt-4o-mini"]
+    children = [c.name for c in tree.children(turn)]
+    assert [c for c in children if not c.startswith("message ")] == [
+        "chat gpt-4o-mini",
+        "execute_tool lookup",
+        "chat gpt-4o-mini",
+    ]
+    assert children.count("message assistant") == 3, "the call request, its result and the answer: under the turn"
     first, second = tree.named("chat")
     assert first.attributes["gen_ai.response.finish_reasons"] == ("function_calls",)
     assert second.attributes["gen_ai.response.finish_reasons"] == ("stop",)

@@ -58,8 +58,8 @@ async def test_streaming_with_usage_in_the_last_chunk(capture: Capture, openai_s
     tree = one_trace(capture.spans())
     talker_message = tree.one("message talker")
     assert (
-        talker_message.attributes["gen_ai.usage.input_tokens"],
-        talker_message.attributes["gen_ai.usage.output_tokens"],
+        talker_message.attributes["otel_agents.message.input_tokens"],
+        talker_message.attributes["otel_agents.message.output_tokens"],
     ) == billed(openai_server)
     assert tree.root.attributes["otel_agents.message_count"] == 2
 

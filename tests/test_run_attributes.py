@@ -64,20 +64,26 @@ async def test_message_span_attributes(capture: Capture) -> None:
     assert [m.attributes["otel_agents.message.index"] for m in messages] == [0, 1, 2]
     task, writer, critic = messages
     assert task.name == "message user" and task.attributes["gen_ai.agent.name"] == "user"
-    assert "gen_ai.usage.input_tokens" not in task.attributes  # the echoed task has no usage
+    assert "otel_agents.message.input_tokens" not in task.attributes  # the echoed task has no usage
     assert writer.attributes["gen_ai.agent.name"] == "writer"
     assert writer.attributes["otel_agents.message.type"] == "TextMessage"
-    assert writer.attributes["gen_ai.usage.input_tokens"] == 20
-    assert writer.attributes["gen_ai.usage.output_tokens"] == 2
-    assert critic.attributes["gen_ai.usage.input_tokens"] == 30
-    # each message span covers the interval since the previous item (or the run start)
+    assert writer.attributes["otel_agents.message.input_tokens"] == 20
+    assert writer.attributes["otel_agents.message.output_tokens"] == 2
+    assert critic.attributes["otel_agents.message.input_tokens"] == 30
+    assert not any("gen_ai.usage.input_tokens" in m.attributes for m in messages), "tokens read once: on chat"
+    # a message's latency: from the previous item's arrival (or the run start) to its own; its
+    # span ends at its arrival and starts no earlier than that, nor before its turn
     assert task.start_time == tree.root.start_time
+    assert task.attributes["otel_agents.message.latency_ms"] == pytest.approx(
+        (task.end_time - tree.root.start_time) / 1e6
+    )
     for previous, message in itertools.pairwise(messages):
-        assert message.start_time == previous.end_time
-    for message in messages:
+        assert message.start_time >= previous.end_time
         assert message.attributes["otel_agents.message.latency_ms"] == pytest.approx(
-            (message.end_time - message.start_time) / 1e6
+            (message.end_time - previous.end_time) / 1e6
         )
+        turn = tree.parent(message)
+        assert turn is not None and message.start_time >= turn.start_time
         assert "otel_agents.message.content" not in message.attributes  # content capture is off
 
 

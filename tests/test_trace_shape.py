@@ -51,7 +51,15 @@ async def test_embedded_runtime_run_is_one_flat_trace(capture: Capture) -> None:
         "message writer",
         "message critic",
     ]
-    assert all(tree.parent(m) is tree.root for m in tree.named("message "))
+    (task, *said) = tree.named("message ")
+    assert tree.parent(task) is tree.root, "the task: no turn said it"
+    for message in said:  # each turn reads once: what it said hangs under it
+        turn = tree.parent(message)
+        assert turn is not None and turn.name == f"invoke_agent {message.attributes['gen_ai.agent.name']}"
+        assert message.start_time >= turn.start_time, "no child starts before its parent"
+        assert (
+            "gen_ai.usage.input_tokens" not in message.attributes and "otel_agents.cost.usd" not in message.attributes
+        )
     assert tree.depth() <= 4
     assert not tree.named("autogen "), "runtime spans are off by default"
 
@@ -288,9 +296,12 @@ async def test_nested_team_gets_a_span_of_its_own(capture: Capture) -> None:
         assert "otel_agents.run.id" not in inner_run.attributes, "one run, one run id"
     assert_turns_under(tree, inner_runs[0], {"writer", "critic"})
     assert_turns_under(tree, tree.root, {"editor"})
-    # the inner team's messages appear once, as message spans of the tapped run only
+    # the inner team's messages appear once, as message spans of the tapped run only, each under
+    # the turn that said it (the inner team's turns under the inner team's span)
     messages = tree.named("message ")
-    assert all(tree.parent(m) is tree.root for m in messages)
+    for message in messages[1:]:
+        turn = tree.parent(message)
+        assert turn is not None and turn.name == f"invoke_agent {message.attributes['gen_ai.agent.name']}", message.name
     assert len(messages) == len([i for i in items if not type(i).__name__ == "TaskResult"])
     assert tree.depth() <= 5
 

@@ -54,6 +54,10 @@ STOP_REASON: Final = "otel_agents.stop_reason"
 STOP_KIND: Final = "otel_agents.stop_kind"
 MESSAGE_COUNT: Final = "otel_agents.message_count"
 COST_USD: Final = "otel_agents.cost.usd"
+MESSAGE_INPUT_TOKENS: Final = "otel_agents.message.input_tokens"
+MESSAGE_OUTPUT_TOKENS: Final = "otel_agents.message.output_tokens"
+"""A message's `models_usage`: not `gen_ai.usage.*`, which the `chat` spans hold (a backend summing
+`gen_ai.usage.*` over a trace counts each token once)."""
 USAGE_UNKNOWN_CALLS: Final = "otel_agents.usage.unknown_calls"
 """Model calls of a run whose client reported no usage (a stream without usage): absent when 0."""
 

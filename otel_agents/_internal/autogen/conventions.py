@@ -64,6 +64,9 @@ AGENT_MESSAGE_METHODS: Final = ("on_messages", "on_messages_stream")
 and `on_messages_stream(messages, token)`, an async generator of events ending with the `Response`.
 Wrapped on every `BaseChatAgent` subclass defining them; `AssistantAgent.on_messages` calls
 `on_messages_stream`, `BaseChatAgent.run` calls `on_messages` and `run_stream` `on_messages_stream`."""
+RESPONSE_MESSAGE: Final = "chat_message"
+"""A `Response`'s message: what a team's `ChatAgentContainer` publishes to the run's stream (the same
+object, not a copy; the other items of `on_messages_stream` go as they are yielded)."""
 STATE_METHODS: Final = ("save_state", "load_state")
 """A team's and an agent's state, as a service saves it after a turn and loads it for the next."""
 TEAM_RESET_METHOD: Final = "reset"

@@ -20,6 +20,7 @@ import contextvars
 import functools
 import logging
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -377,10 +378,36 @@ def _wrap_on_messages_stream(original: Callable[..., AsyncIterator[Any]]) -> Cal
             return stream
         try:
             start = _message_run_starter(self)
+            if start is None:
+                turn = _turn_here()
+                return _marked(stream, turn) if turn is not None else stream
         except Exception:  # never break the call
-            return stream
-        if start is None:
             return stream
         return RunStream(stream, start, kind="run", name=workflow_name(self), runner=self)
 
     return on_messages_stream
+
+
+def _turn_here() -> Node | None:
+    """The agent turn (AutoGen's `invoke_agent` span, in a run) current here, if any."""
+    here = trace.get_current_span().get_span_context()
+    node = REGISTRY.lookup(here)
+    if node is None or node.is_runtime or node.agent is None or node.anchor != here or node.run.ended:
+        return None
+    return node
+
+
+async def _marked(stream: AsyncIterator[Any], turn: Node) -> AsyncIterator[Any]:
+    """The turn's stream, each item remembered as this turn's (its message span goes under it)."""
+    run, anchor = turn.run, turn.anchor
+    try:
+        async for item in stream:
+            try:  # a Response's message is what the team streams
+                run.mark_produced(getattr(item, ag.RESPONSE_MESSAGE, item), anchor, time.time_ns())
+            except Exception:  # recording never breaks the turn
+                logger.debug("otel-agents could not remember a turn's item", exc_info=True)
+            yield item
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
 
 _NO_CONTENT: Final = ContentPolicy()
+PRODUCED_KEPT: Final = 256
+"""Items a run remembers the turn of, between a turn yielding them and the stream delivering them
+(the oldest forgotten first: an item delivered that late goes under the run)."""
 
 
 @dataclass
@@ -36,8 +39,6 @@ class RunTotals:
     cost_usd: float | None = 0.0
     unknown_calls: int = 0
     """Calls whose client reported no usage: the token totals are a lower bound, and there is no cost."""
-    agent_models: dict[str, str] = field(default_factory=dict)
-    """The model each agent called last: it prices that agent's message usage."""
 
     def for_budgets(self) -> tuple[int | None, float | None]:
         """(tokens, cost) for the loop rules' budgets; (None, None) before any traced model call."""
@@ -63,6 +64,22 @@ class Run:
     """`gen_ai.conversation.id`: on the run span, its turns and its model calls."""
     attributes: Mapping[str, str | bool | int | float] = field(default_factory=dict)
     """What `run_attributes(attributes=...)` gave the run (candidates for metric labels)."""
+    produced: dict[int, tuple[object, trace.SpanContext, int]] = field(default_factory=dict)
+    """id(item) -> (the item, the turn that yielded it, when): read once as its message span is made."""
+
+    def mark_produced(self, item: object, turn: trace.SpanContext, at_ns: int) -> None:
+        """`turn` yielded `item` at `at_ns` (its message span goes under that turn)."""
+        produced = self.produced
+        if len(produced) >= PRODUCED_KEPT:
+            del produced[next(iter(produced))]
+        produced[id(item)] = (item, turn, at_ns)
+
+    def producer_of(self, item: object) -> tuple[trace.SpanContext, int] | None:
+        """The turn that yielded `item` and when, once (None: no turn did, or it was forgotten)."""
+        entry = self.produced.pop(id(item), None) if self.produced else None
+        if entry is None or entry[0] is not item:
+            return None
+        return entry[1], entry[2]
 
     @property
     def prices(self) -> PriceTable | None:
@@ -99,12 +116,3 @@ class Run:
         totals.input_tokens += input_tokens
         totals.output_tokens += output_tokens
         totals.cost_usd = None if cost_usd is None or totals.cost_usd is None else totals.cost_usd + cost_usd
-        if agent is not None and model is not None:
-            totals.agent_models[agent] = model
-
-    def message_cost(self, source: str, input_tokens: int, output_tokens: int) -> float | None:
-        """A message's usage priced at the model its agent called last in this run."""
-        model = self.totals.agent_models.get(source)
-        if model is None or self.prices is None:
-            return None
-        return self.prices.cost(model, input_tokens, output_tokens)

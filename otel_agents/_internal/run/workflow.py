@@ -192,17 +192,18 @@ class WorkflowSpan:
             }
             if timed:
                 attributes[sc.MESSAGE_LATENCY_MS] = (now - self._last_ns) / 1e6
-            if usage is not None:
-                attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] = usage.prompt_tokens
-                attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = usage.completion_tokens
-                cost = self.run.message_cost(source, usage.prompt_tokens, usage.completion_tokens)
-                if cost is not None:
-                    attributes[sc.COST_USD] = cost
+            if usage is not None:  # not gen_ai.usage.*: the chat spans hold those, counted once
+                attributes[sc.MESSAGE_INPUT_TOKENS] = usage.prompt_tokens
+                attributes[sc.MESSAGE_OUTPUT_TOKENS] = usage.completion_tokens
+            # under the turn that yielded it (items no turn yielded: under the run), never
+            # starting before it
+            producer = self.run.producer_of(item)
+            parent, start = self.context, self._last_ns if timed else now
+            if producer is not None:
+                parent = trace.set_span_in_context(trace.NonRecordingSpan(producer[0]), self.context)
+                start = max(start, producer[1])
             message_span = self._spans.start_span(
-                f"message {source}",
-                context=self.context,
-                attributes=attributes,
-                start_time=self._last_ns if timed else now,
+                f"message {source}", context=parent, attributes=attributes, start_time=min(start, now)
             )
             content = self.run.content
             if content.enabled:
