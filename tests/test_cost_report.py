@@ -295,15 +295,21 @@ async def test_calls_that_reported_no_usage_are_marked_with_a_question_mark(tmp_
             await RoundRobinGroupChat([writer, critic], termination_condition=MaxMessageTermination(3)).run(task="go")
         with otel_agents.run_attributes(user_id="eve"):  # nothing known
             await single("blind", "model-b", text("words", 0, 0)).run(task="go")
+        with otel_agents.run_attributes(user_id="fay"):  # no price, and no usage
+            writer = AssistantAgent("writer", model_client=NamedModel("model-x", text("draft", 50, 5)))
+            critic = AssistantAgent("critic", model_client=NamedModel("model-b", text("notes", 0, 0)))
+            await RoundRobinGroupChat([writer, critic], termination_condition=MaxMessageTermination(3)).run(task="go")
         telemetry.force_flush()
 
     assert cost_json(tmp_path, "user") == [
         row("dana", 1, 100, 10, 120, unknown_usage_calls=1),
+        row("fay", 1, 50, 5, None, unpriced=(1, 55), unknown_usage_calls=1),
         row("eve", 1, 0, 0, None, unknown_usage_calls=1),
     ]
     assert cost_json(tmp_path, "model") == [
         row("model-a", 1, 100, 10, 120),
-        row("model-b", 2, 0, 0, None, unknown_usage_calls=2),
+        row("model-x", 1, 50, 5, None, unpriced=(1, 55)),
+        row("model-b", 3, 0, 0, None, unknown_usage_calls=3),
     ]
     done = cli("--store", str(tmp_path), "cost", "--by", "user")
     assert done.returncode == 0, done.stderr
@@ -311,8 +317,12 @@ async def test_calls_that_reported_no_usage_are_marked_with_a_question_mark(tmp_
     cells = {line.split()[0]: line.split()[1:] for line in lines if line.split()}
     assert cells["dana"][:5] == ["1", "100", "10", "$0.000120", "?"], "the priced part, marked"
     assert cells["eve"] == ["1", "0", "0", "?"], "nothing priced: the mark alone"
-    assert cells["total"] == ["2", "100", "10", "$0.000120", "?"]
-    assert lines[-1] == "? 2 model calls reported no usage: their tokens and cost are unknown"
+    assert cells["fay"] == ["1", "50", "5", "-?"], "both marks"
+    assert cells["total"] == ["3", "150", "15", "$0.000120", "-?"]
+    assert lines[-2:] == [
+        "- 55 tokens (1 model call) had no price: they are not in the cost",
+        "? 3 model calls reported no usage: their tokens and cost are unknown",
+    ]
 
 
 class Down(NamedModel):
