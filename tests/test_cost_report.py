@@ -8,7 +8,7 @@ and $4 per million output tokens), so each call costs a whole number of micro-do
 |---|---|---|---|---|---|
 | R1, R2 | ana | drafting (one team object) | shared, made at R1 | writer: a 100/10, critic: b 200/20 | 120 + 700 |
 | R3 | ben | drafting | `ticket-42` | the same | 820 |
-| R4 | - | local | its own | writer: x 50/5 (no price), critic: a 40/4 | none (48 priced) |
+| R4 | - | local | its own | writer: x 50/5 (no price), critic: a 40/4 | 48 priced, 55 tokens unpriced |
 | R5 | carol | panel (a SelectorGroupChat) | its own | selector: c 60/1, c 70/1; writer: a 10/1; critic: b 20/2 | 350 |
 | R6 | - | drafting | its own | as R1 | 820 |
 """
@@ -106,9 +106,27 @@ def cost_json(store: Path, by: str, *more: str, env: dict[str, str] | None = Non
     return rows
 
 
-def row(key: str, runs: int, tokens_in: int, tokens_out: int, micro_usd: int | None) -> dict[str, Any]:
+def row(
+    key: str,
+    runs: int,
+    tokens_in: int,
+    tokens_out: int,
+    micro_usd: int | None,
+    unpriced: tuple[int, int] = (0, 0),
+    unknown_usage_calls: int = 0,
+) -> dict[str, Any]:
+    """A JSON row; `unpriced`: (calls, tokens) with no price."""
     cost = None if micro_usd is None else micro_usd / 1_000_000
-    return {"key": key, "runs": runs, "input_tokens": tokens_in, "output_tokens": tokens_out, "cost_usd": cost}
+    return {
+        "key": key,
+        "runs": runs,
+        "input_tokens": tokens_in,
+        "output_tokens": tokens_out,
+        "cost_usd": cost,
+        "unpriced_calls": unpriced[0],
+        "unpriced_tokens": unpriced[1],
+        "unknown_usage_calls": unknown_usage_calls,
+    }
 
 
 def assert_one_line_error(done: subprocess.CompletedProcess[str], text: str) -> None:
@@ -144,18 +162,18 @@ def test_cost_by_user_team_and_conversation_come_from_the_runs(store: Path) -> N
         row("ana", 2, 600, 60, 1640),
         row("ben", 1, 300, 30, 820),
         row("carol", 1, 160, 5, 350),
-        row("(none)", 1, 300, 30, 820),  # R6: priced, no user
-        row("(unpriced)", 1, 90, 9, None),  # R4: no total cost (and no user either)
+        row("(none)", 2, 390, 39, 868, unpriced=(1, 55)),  # R6 and R4: no user; R4's writer has no price
     ]
     assert cost_json(store, "team") == [
         row("drafting", 4, 1200, 120, 3280),
         row("panel", 1, 160, 5, 350),
-        row("(unpriced)", 1, 90, 9, None),
+        row("local", 1, 90, 9, 48, unpriced=(1, 55)),
     ]
     by_conversation = {r["key"]: r for r in cost_json(store, "conversation")}
     assert by_conversation[str(runs["R1"].conversation_id)] == row(str(runs["R1"].conversation_id), 2, 600, 60, 1640)
     assert by_conversation["ticket-42"] == row("ticket-42", 1, 300, 30, 820)
-    assert by_conversation["(unpriced)"] == row("(unpriced)", 1, 90, 9, None)
+    r4 = str(runs["R4"].conversation_id)
+    assert by_conversation[r4] == row(r4, 1, 90, 9, 48, unpriced=(1, 55))
     assert len(by_conversation) == 5
 
 
@@ -164,13 +182,12 @@ def test_cost_by_model_and_agent_come_from_the_model_calls(store: Path) -> None:
         row("model-b", 5, 4 * 200 + 20, 4 * 20 + 2, 4 * 700 + 70),
         row("model-a", 6, 4 * 100 + 40 + 10, 4 * 10 + 4 + 1, 4 * 120 + 48 + 12),  # R4's critic is priced
         row("model-c", 1, 130, 2, 268),
-        row("(unpriced)", 1, 50, 5, None),  # R4's writer: its tokens counted, its cost unknown
+        row("model-x", 1, 50, 5, None, unpriced=(1, 55)),  # R4's writer: its tokens counted, its cost unknown
     ]
     assert cost_json(store, "agent") == [
         row("critic", 6, 4 * 200 + 40 + 20, 4 * 20 + 4 + 2, 4 * 700 + 48 + 70),
-        row("writer", 5, 4 * 100 + 10, 4 * 10 + 1, 4 * 120 + 12),
+        row("writer", 6, 4 * 100 + 10 + 50, 4 * 10 + 1 + 5, 4 * 120 + 12, unpriced=(1, 55)),
         row("(none)", 1, 130, 2, 268),  # the SelectorGroupChat choosing speakers: no agent
-        row("(unpriced)", 1, 50, 5, None),
     ]
 
 
@@ -185,28 +202,39 @@ def test_the_rows_add_up_exactly_to_the_runs(store: Path, by: str) -> None:
     micro = [round(cost * 1e6) for cost in priced]
     assert [m / 1e6 for m in micro] == priced, "whole micro-dollars"
     priced_runs = sum(round(run.cost_usd * 1e6) for run in runs if run.cost_usd is not None)
-    # by model and agent the priced calls of the unpriced run R4 count too (48 micro-dollars)
-    assert sum(micro) == priced_runs + (48 if by in ("model", "agent") else 0)
+    assert sum(micro) == priced_runs + 48, "every report counts the priced call of R4, which has no total cost"
+    assert (sum(r["unpriced_calls"] for r in rows), sum(r["unpriced_tokens"] for r in rows)) == (1, 55)
     if by not in ("model", "agent"):  # one row per run: the runs counted add up to all of them
         assert sum(r["runs"] for r in rows) == len(runs)
+    table = cli("--store", str(store), "cost", "--by", by).stdout.splitlines()
+    (total_line,) = [line for line in table if line.split()[:1] == ["total"]]
+    assert total_line.split()[4:6] == [f"${sum(micro) // 10**6}.{sum(micro) % 10**6:06d}", "-"], "the rows' sum"
 
 
 def test_run_rows_agree_with_the_runs_grouped_by_hand(store: Path) -> None:
-    expected: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    calls = Store(store).calls()
+    expected: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
     for run in Store(store).runs():
-        key = "(unpriced)" if run.cost_usd is None else (run.team or "(none)")
+        key = run.team or "(none)"
+        mine = [c for c in calls if c.run_id == run.run_id]
         expected[key][0] += 1
         expected[key][1] += run.input_tokens or 0
         expected[key][2] += run.output_tokens or 0
-        expected[key][3] += round(run.cost_usd * 1e6) if run.cost_usd is not None else 0
+        if run.cost_usd is not None:
+            expected[key][3] += round(run.cost_usd * 1e6)
+        else:  # the priced part: here each call costs whole micro-dollars
+            expected[key][3] += sum(round(c.cost_usd * 1e6) for c in mine if c.cost_usd is not None)
+        expected[key][4] += sum(1 for c in mine if c.cost_usd is None)
     got = {
-        r["key"]: [r["runs"], r["input_tokens"], r["output_tokens"], round((r["cost_usd"] or 0) * 1e6)]
+        r["key"]: [r["runs"], r["input_tokens"], r["output_tokens"], round(r["cost_usd"] * 1e6), r["unpriced_calls"]]
         for r in cost_json(store, "team")
     }
     assert got == dict(expected)
 
 
-def test_the_cost_table_has_a_bar_per_priced_row_and_an_exact_total(store: Path) -> None:
+def test_the_cost_table_has_a_bar_per_priced_row_and_an_exact_total_and_marks_what_has_no_price(
+    store: Path,
+) -> None:
     done = cli("--store", str(store), "cost", "--by", "agent")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -216,14 +244,125 @@ def test_the_cost_table_has_a_bar_per_priced_row_and_an_exact_total(store: Path)
     rows = {
         line.split()[0]: line
         for line in lines
-        if line.split() and line.split()[0] in ("critic", "writer", "(none)", "(unpriced)", "total")
+        if line.split() and line.split()[0] in ("critic", "writer", "(none)", "total")
     }
-    assert rows["critic"].split()[1:5] == ["6", "860", "86", "$0.002918"]
+    assert rows["critic"].split()[1:6] == ["6", "860", "86", "$0.002918", "79.3%"]
     assert "█" in rows["critic"] and "█" in rows["writer"] and "█" in rows["(none)"]
-    assert rows["(unpriced)"].split()[1:5] == ["1", "50", "5", "-"] and "█" not in rows["(unpriced)"]
-    assert rows["total"].split()[1:5] == ["6", "1,450", "134", "$0.003678"], "2918 + 492 + 268 micro-dollars"
+    assert rows["writer"].split()[1:7] == ["6", "460", "46", "$0.000492", "-", "13.4%"], "priced part, marked"
+    assert rows["total"].split()[1:6] == ["6", "1,450", "134", "$0.003678", "-"], "2918 + 492 + 268 micro-dollars"
+    assert rows["critic"].index("$0.002918") == rows["writer"].index("$0.000492"), "the digits stay in line"
     bar = {k: rows[k].count("█") for k in ("critic", "writer")}
     assert bar["critic"] == 24 and 3 <= bar["writer"] <= 4, "bars are to scale: 492 / 2918 of 24 cells"
+    assert lines[-1] == "- 55 tokens (1 model call) had no price: they are not in the cost"
+
+
+def single(name: str, model: str, *replies: CreateResult) -> RoundRobinGroupChat:
+    """A team of one agent whose model makes one call per run."""
+    agent = AssistantAgent("talker", model_client=NamedModel(model, *replies))
+    return RoundRobinGroupChat([agent], termination_condition=MaxMessageTermination(2), name=name)
+
+
+async def test_two_users_on_an_unpriced_model_keep_a_row_each(tmp_path: Path) -> None:
+    with otel_agents.configure(store=tmp_path, prices=PRICES) as telemetry:
+        with otel_agents.run_attributes(user_id="ana", conversation_id="c-ana"):
+            team = single("notes", "model-x", text("one", 100, 10), text("two", 100, 10))
+            await team.run(task="one")
+            await team.run(task="two")
+        with otel_agents.run_attributes(user_id="ben", conversation_id="c-ben"):
+            await single("helpdesk", "model-x", text("three", 100, 10)).run(task="three")
+        telemetry.force_flush()
+
+    assert cost_json(tmp_path, "user") == [
+        row("ana", 2, 200, 20, None, unpriced=(2, 220)),
+        row("ben", 1, 100, 10, None, unpriced=(1, 110)),
+    ]
+    assert [(r["key"], r["runs"]) for r in cost_json(tmp_path, "team")] == [("notes", 2), ("helpdesk", 1)]
+    assert [(r["key"], r["runs"]) for r in cost_json(tmp_path, "conversation")] == [("c-ana", 2), ("c-ben", 1)]
+    assert cost_json(tmp_path, "agent") == [row("talker", 3, 300, 30, None, unpriced=(3, 330))]
+    done = cli("--store", str(tmp_path), "cost", "--by", "user")
+    assert done.returncode == 0, done.stderr
+    cells = {line.split()[0]: line.split()[1:] for line in done.stdout.splitlines() if line.split()}
+    assert cells["ana"] == ["2", "200", "20", "-"] and cells["ben"] == ["1", "100", "10", "-"], "no cost, no bar"
+    assert cells["total"] == ["3", "300", "30", "-"]
+    assert done.stdout.splitlines()[-1] == "- 330 tokens (3 model calls) had no price: they are not in the cost"
+
+
+async def test_calls_that_reported_no_usage_are_marked_with_a_question_mark(tmp_path: Path) -> None:
+    with otel_agents.configure(store=tmp_path, prices=PRICES) as telemetry:
+        with otel_agents.run_attributes(user_id="dana"):  # the writer's call priced, the critic's usage unknown
+            writer = AssistantAgent("writer", model_client=NamedModel("model-a", text("draft", 100, 10)))
+            critic = AssistantAgent("critic", model_client=NamedModel("model-b", text("notes", 0, 0)))
+            await RoundRobinGroupChat([writer, critic], termination_condition=MaxMessageTermination(3)).run(task="go")
+        with otel_agents.run_attributes(user_id="eve"):  # nothing known
+            await single("blind", "model-b", text("words", 0, 0)).run(task="go")
+        with otel_agents.run_attributes(user_id="fay"):  # no price, and no usage
+            writer = AssistantAgent("writer", model_client=NamedModel("model-x", text("draft", 50, 5)))
+            critic = AssistantAgent("critic", model_client=NamedModel("model-b", text("notes", 0, 0)))
+            await RoundRobinGroupChat([writer, critic], termination_condition=MaxMessageTermination(3)).run(task="go")
+        telemetry.force_flush()
+
+    assert cost_json(tmp_path, "user") == [
+        row("dana", 1, 100, 10, 120, unknown_usage_calls=1),
+        row("fay", 1, 50, 5, None, unpriced=(1, 55), unknown_usage_calls=1),
+        row("eve", 1, 0, 0, None, unknown_usage_calls=1),
+    ]
+    assert cost_json(tmp_path, "model") == [
+        row("model-a", 1, 100, 10, 120),
+        row("model-x", 1, 50, 5, None, unpriced=(1, 55)),
+        row("model-b", 3, 0, 0, None, unknown_usage_calls=3),
+    ]
+    done = cli("--store", str(tmp_path), "cost", "--by", "user")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    cells = {line.split()[0]: line.split()[1:] for line in lines if line.split()}
+    assert cells["dana"][:5] == ["1", "100", "10", "$0.000120", "?"], "the priced part, marked"
+    assert cells["eve"] == ["1", "0", "0", "?"], "nothing priced: the mark alone"
+    assert cells["fay"] == ["1", "50", "5", "-?"], "both marks"
+    assert cells["total"] == ["3", "150", "15", "$0.000120", "-?"]
+    assert lines[-2:] == [
+        "- 55 tokens (1 model call) had no price: they are not in the cost",
+        "? 3 model calls reported no usage: their tokens and cost are unknown",
+    ]
+
+
+class Down(NamedModel):
+    """A client whose call fails before any usage (the service is down)."""
+
+    async def create(self, *args: Any, **kwargs: Any) -> CreateResult:
+        raise ConnectionError("down")
+
+
+async def test_a_call_that_failed_before_any_usage_costs_nothing_and_marks_nothing(tmp_path: Path) -> None:
+    with otel_agents.configure(store=tmp_path, prices=PRICES) as telemetry:
+        writer = AssistantAgent("writer", model_client=NamedModel("model-a", text("draft", 100, 10)))
+        critic = AssistantAgent("critic", model_client=Down("model-x"))
+        team = RoundRobinGroupChat([writer, critic], termination_condition=MaxMessageTermination(3), name="flaky")
+        with pytest.raises(Exception, match="down"):
+            await team.run(task="go")
+        telemetry.force_flush()
+
+    (run,) = Store(tmp_path).runs()
+    assert run.stop_kind == "error" and run.cost_usd == pytest.approx(120e-6), "the run is priced"
+    assert cost_json(tmp_path, "team") == [row("flaky", 1, 100, 10, 120)]
+    assert cost_json(tmp_path, "model") == [row("model-a", 1, 100, 10, 120), row("model-x", 1, 0, 0, 0)]
+    done = cli("--store", str(tmp_path), "cost", "--by", "model")
+    assert "had no price" not in done.stdout and "no usage" not in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("by", ["team", "model", "agent", "user", "conversation", "day"])
+def test_json_rows_give_the_priced_part_and_count_what_it_leaves_out(store: Path, by: str) -> None:
+    rows = cost_json(store, by)
+    for r in rows:
+        assert list(r) == [
+            "key", "runs", "input_tokens", "output_tokens",
+            "cost_usd", "unpriced_calls", "unpriced_tokens", "unknown_usage_calls",
+        ]  # fmt: skip
+        assert isinstance(r["cost_usd"], float) or (r["cost_usd"] is None and r["unpriced_calls"])
+        assert all(isinstance(r[k], int) for k in ("unpriced_calls", "unpriced_tokens", "unknown_usage_calls"))
+    (mixed,) = [r for r in rows if r["unpriced_calls"]]
+    assert (mixed["unpriced_calls"], mixed["unpriced_tokens"], mixed["unknown_usage_calls"]) == (1, 55, 0)
+    if by != "model":  # by model, R4's unpriced call has a row of its own (model-x)
+        assert mixed["cost_usd"] is not None and round(mixed["cost_usd"] * 1e6) >= 48, "its priced part"
 
 
 def shifted(store: Path, into: Path, shifts: dict[str, int]) -> Path:
@@ -255,10 +394,9 @@ def test_since_keeps_the_runs_started_in_that_last_while(store: Path, tmp_path: 
     assert cost_json(old, "user", "--since", "7d") == [
         row("ana", 1, 300, 30, 820),
         row("ben", 1, 300, 30, 820),
-        row("(none)", 1, 300, 30, 820),
-        row("(unpriced)", 1, 90, 9, None),
+        row("(none)", 2, 390, 39, 868, unpriced=(1, 55)),
     ]
-    assert {r["key"] for r in cost_json(old, "agent", "--since", "24h")} == {"critic", "writer", "(unpriced)"}, (
+    assert {r["key"] for r in cost_json(old, "agent", "--since", "24h")} == {"critic", "writer"}, (
         "the calls of the runs kept: the selector's calls were in R5"
     )
     assert [r["key"] for r in cost_json(old, "user", "--since", "11d")][:3] == ["ana", "ben", "carol"]
@@ -275,9 +413,9 @@ def test_days_are_utc_days(store: Path, tmp_path: Path) -> None:
     new_york = {"TZ": "America/New_York"}  # both the same local day (18:30 and 19:30 on March 9)
     rows = cost_json(moved, "day", env=new_york)
     today = datetime.now(UTC).strftime("%Y-%m-%d")
-    assert [r["key"] for r in rows] == ["2024-03-09", "2024-03-10", today, "(unpriced)"], "dates in order"
+    assert [r["key"] for r in rows] == ["2024-03-09", "2024-03-10", today], "dates in order"
     assert rows[0] == row("2024-03-09", 1, 300, 30, 820) and rows[1] == row("2024-03-10", 1, 300, 30, 820)
-    assert rows[2]["runs"] == 3
+    assert (rows[2]["runs"], rows[2]["unpriced_calls"]) == (4, 1), "R2, R4, R5, R6; R4's writer has no price"
 
 
 def test_runs_filtered_by_user_conversation_and_team(store: Path) -> None:

@@ -1,17 +1,23 @@
 """`otel-agents cost`: stored runs and model calls totalled by team, model, agent, user, conversation
 or day.
 
-Costs are summed in integer micro-dollars, so the rows add up exactly to the total. A run's cost is
-rounded to the micro-dollar once (the exact sum of its priced calls' `otel_agents.cost.usd`; a run
-with no traced call: its own cost), and shared among its calls by largest remainder, so a run's
-calls add up to the run exactly and every report of the same runs has the same total when all
-their calls are priced. Two rows are explicit:
+Every row keeps its key whatever its pricing: a row's cost is the part of it that is priced, and the
+row counts what is not. A model call is priced (its `otel_agents.cost.usd`), unpriced (its model has
+no price: its tokens are counted, its cost is not), of unknown usage (its client reported no usage,
+a stream without usage: neither its tokens nor its cost are known), or failed before any usage (no
+tokens: it costs nothing). A row's `unpriced_calls` and `unknown_usage_calls` count its calls of
+those kinds (by team, user, conversation and day: the calls of its runs; a run's unknown-usage
+calls are the ones the run itself counted), `unpriced_tokens` their tokens (for a run without a
+total cost: its tokens that no priced call used). The priced part is `null` in JSON only when
+nothing in the row is priced, never a made-up 0.
 
-- `(unpriced)`: what has no cost, whatever its key: a run with no total cost (one of its calls had
-  no price), or, by model and agent, a call with no cost. Its runs and tokens are counted; its cost
-  is unknown (JSON `null`), never a made-up 0.
-- `(none)`: priced, but with no value for the key: a run without a user (or team, or conversation);
-  by agent, a call made by no agent (a `SelectorGroupChat` choosing the next speaker).
+Costs are summed in integer micro-dollars, so the rows add up exactly to the total. A run's priced
+calls are rounded to the micro-dollar once (the exact sum of their `otel_agents.cost.usd`; a fully
+priced run with no traced call: its own cost), and shared among them by largest remainder, so a
+run's calls add up to the run's priced part exactly and every report of the same runs has the same
+total. `(none)` is the row of runs or calls with no value for the key: a run without a user (or
+team, or conversation); by agent, a call made by no agent (a `SelectorGroupChat` choosing the next
+speaker).
 
 By model and agent the rows are the runs' model calls (`chat` spans); by team, user, conversation
 and day they are the runs themselves (days in UTC, by when the run started). `--since` keeps the
@@ -32,7 +38,6 @@ if TYPE_CHECKING:
 
 DIMENSIONS: Final = ("team", "model", "agent", "user", "conversation", "day")
 BY_CALL: Final = frozenset({"model", "agent"})
-UNPRICED: Final = "(unpriced)"
 NONE: Final = "(none)"
 
 _UNITS: Final = {"m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
@@ -63,6 +68,20 @@ def utc_day(ns: int) -> str:
     return datetime.fromtimestamp(ns // 1_000_000_000, tz=UTC).strftime("%Y-%m-%d")
 
 
+@dataclass(frozen=True)
+class Usage:
+    """What one run or one model call puts into a row."""
+
+    run_id: str
+    input_tokens: int
+    output_tokens: int
+    micro_usd: int | None
+    """The priced part in integer micro-dollars; None when nothing of it is priced."""
+    unpriced_calls: int = 0
+    unpriced_tokens: int = 0
+    unknown_usage_calls: int = 0
+
+
 @dataclass
 class CostRow:
     key: str
@@ -70,7 +89,10 @@ class CostRow:
     input_tokens: int = 0
     output_tokens: int = 0
     micro_usd: int | None = None
-    """Integer micro-dollars; None for the `(unpriced)` row."""
+    """The priced part in integer micro-dollars; None when nothing in the row is priced."""
+    unpriced_calls: int = 0
+    unpriced_tokens: int = 0
+    unknown_usage_calls: int = 0
 
     @property
     def runs(self) -> int:
@@ -80,8 +102,21 @@ class CostRow:
     def cost_usd(self) -> float | None:
         return None if self.micro_usd is None else self.micro_usd / 1_000_000
 
-    def add(self, run_id: str, input_tokens: int, output_tokens: int, micro_usd: int | None) -> None:
-        self.run_ids.add(run_id)
+    def add(self, usage: Usage) -> None:
+        self.run_ids.add(usage.run_id)
+        self._sum(usage.input_tokens, usage.output_tokens, usage.micro_usd)
+        self.unpriced_calls += usage.unpriced_calls
+        self.unpriced_tokens += usage.unpriced_tokens
+        self.unknown_usage_calls += usage.unknown_usage_calls
+
+    def merge(self, row: CostRow) -> None:
+        self.run_ids |= row.run_ids
+        self._sum(row.input_tokens, row.output_tokens, row.micro_usd)
+        self.unpriced_calls += row.unpriced_calls
+        self.unpriced_tokens += row.unpriced_tokens
+        self.unknown_usage_calls += row.unknown_usage_calls
+
+    def _sum(self, input_tokens: int, output_tokens: int, micro_usd: int | None) -> None:
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
         if micro_usd is not None:
@@ -94,6 +129,9 @@ class CostRow:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cost_usd": self.cost_usd,
+            "unpriced_calls": self.unpriced_calls,
+            "unpriced_tokens": self.unpriced_tokens,
+            "unknown_usage_calls": self.unknown_usage_calls,
         }
 
 
@@ -108,62 +146,96 @@ def _call_key(call: StoredCall, by: str) -> str | None:
     return call.model if by == "model" else call.agent
 
 
+def _exact_cost(call: StoredCall) -> float | None:
+    """A call's cost in dollars: its own; 0 for a call that failed before any usage (usage known, no
+    tokens); None when its model has no price or its usage is unknown."""
+    if call.cost_usd is not None:
+        return call.cost_usd
+    if call.usage_known and not call.input_tokens and not call.output_tokens:
+        return 0.0
+    return None
+
+
 def call_costs(calls: Sequence[StoredCall]) -> list[int | None]:
-    """Each call's micro-dollars (None: no price). Per run, the priced calls share the exact sum of
-    their costs rounded once: each gets its cost rounded down, and the micro-dollars left over go to
-    the calls with the largest remainders (so 72.6 + 119.7 + 119.85 + 148.8 is 461, not 462)."""
+    """Each call's micro-dollars (None: no price, or usage unknown). Per run, the priced calls share
+    the exact sum of their costs rounded once: each gets its cost rounded down, and the micro-dollars
+    left over go to the calls with the largest remainders (so 72.6 + 119.7 + 119.85 + 148.8 is 461,
+    not 462)."""
     out: list[int | None] = [None] * len(calls)
-    priced: dict[str, list[int]] = {}
+    priced: dict[str, list[tuple[int, float]]] = {}
     for index, call in enumerate(calls):
-        if call.cost_usd is not None:
-            priced.setdefault(call.run_id, []).append(index)
-    for indices in priced.values():
-        exact = [(calls[i].cost_usd or 0.0) * 1_000_000 for i in indices]
+        cost = _exact_cost(call)
+        if cost is not None:
+            priced.setdefault(call.run_id, []).append((index, cost * 1_000_000))
+    for shares in priced.values():
+        exact = [x for _, x in shares]
         floors = [math.floor(x) for x in exact]
         left = round(math.fsum(exact)) - sum(floors)
-        largest_first = sorted(range(len(indices)), key=lambda k: (floors[k] - exact[k], k))
+        largest_first = sorted(range(len(shares)), key=lambda k: (floors[k] - exact[k], k))
         for rank, k in enumerate(largest_first):
-            out[indices[k]] = floors[k] + (1 if rank < left else 0)
+            out[shares[k][0]] = floors[k] + (1 if rank < left else 0)
     return out
 
 
-def run_costs(runs: Iterable[StoredRun], calls: Sequence[StoredCall]) -> dict[str, int | None]:
-    """Each run's micro-dollars: its calls' (see `call_costs`) when it has traced calls, all priced,
-    else its own cost rounded; None when the run has no cost (a call of it had no price)."""
-    by_run: dict[str, list[int | None]] = {}
-    for call, cost in zip(calls, call_costs(calls), strict=True):
-        by_run.setdefault(call.run_id, []).append(cost)
-    out: dict[str, int | None] = {}
+def _call_usage(call: StoredCall, cost: int | None) -> Usage:
+    tokens = call.input_tokens, call.output_tokens
+    if not call.usage_known:
+        return Usage(call.run_id, *tokens, None, unknown_usage_calls=1)
+    if cost is None:
+        return Usage(call.run_id, *tokens, None, unpriced_calls=1, unpriced_tokens=sum(tokens))
+    return Usage(call.run_id, *tokens, cost)
+
+
+def call_usages(calls: Sequence[StoredCall]) -> list[Usage]:
+    """What each model call puts into a row (by model and agent)."""
+    return [_call_usage(call, cost) for call, cost in zip(calls, call_costs(calls), strict=True)]
+
+
+def run_usages(runs: Iterable[StoredRun], calls: Sequence[StoredCall]) -> list[Usage]:
+    """What each run puts into a row (by team, user, conversation and day): its tokens; its cost when
+    it has one (its calls' when it has traced calls, all priced, else its own rounded); else the
+    priced part of its calls, and what has no price or no known usage."""
+    of_run: dict[str, list[Usage]] = {}
+    for usage in call_usages(calls):
+        of_run.setdefault(usage.run_id, []).append(usage)
+    out: list[Usage] = []
     for run in runs:
-        own = by_run.get(run.run_id)
-        if run.cost_usd is None:
-            out[run.run_id] = None
-        elif own and all(cost is not None for cost in own):
-            out[run.run_id] = sum(cost for cost in own if cost is not None)
-        else:
-            out[run.run_id] = micro(run.cost_usd)
+        own = of_run.get(run.run_id, [])
+        tokens = run.input_tokens or 0, run.output_tokens or 0
+        if run.cost_usd is not None:
+            all_priced = bool(own) and all(u.micro_usd is not None for u in own)
+            cost = sum(u.micro_usd or 0 for u in own) if all_priced else micro(run.cost_usd)
+            out.append(Usage(run.run_id, *tokens, cost))
+            continue
+        priced = [u for u in own if u.micro_usd is not None]
+        priced_tokens = sum(u.input_tokens + u.output_tokens for u in priced)
+        out.append(
+            Usage(
+                run.run_id,
+                *tokens,
+                sum(u.micro_usd or 0 for u in priced) if priced else None,
+                unpriced_calls=sum(u.unpriced_calls for u in own),
+                unpriced_tokens=max(0, sum(tokens) - priced_tokens),
+                unknown_usage_calls=run.unknown_calls or 0,
+            )
+        )
     return out
 
 
 def cost_rows(by: str, runs: Iterable[StoredRun], calls: Sequence[StoredCall]) -> list[CostRow]:
-    """The rows of `cost --by`: keyed rows by cost (days by date), then `(none)`, then `(unpriced)`."""
+    """The rows of `cost --by`: keyed rows by priced cost, then tokens (days by date), then `(none)`."""
     rows: dict[str, CostRow] = {}
-
-    def add(key: str | None, run_id: str, input_tokens: int, output_tokens: int, cost: int | None) -> None:
-        key = UNPRICED if cost is None else (key or NONE)
-        row = rows.setdefault(key, CostRow(key))
-        row.add(run_id, input_tokens, output_tokens, cost)
-
     if by in BY_CALL:
-        for call, cost in zip(calls, call_costs(calls), strict=True):
-            add(_call_key(call, by), call.run_id, call.input_tokens, call.output_tokens, cost)
+        keyed = [(_call_key(call, by), usage) for call, usage in zip(calls, call_usages(calls), strict=True)]
     else:
-        costs = run_costs(runs, calls)
-        for run in runs:
-            add(_run_key(run, by), run.run_id, run.input_tokens or 0, run.output_tokens or 0, costs[run.run_id])
+        runs = list(runs)
+        keyed = [(_run_key(run, by), usage) for run, usage in zip(runs, run_usages(runs, calls), strict=True)]
+    for key, usage in keyed:
+        name = key or NONE
+        rows.setdefault(name, CostRow(name)).add(usage)
 
     def order(row: CostRow) -> tuple[Any, ...]:
-        special = {NONE: 1, UNPRICED: 2}.get(row.key, 0)
+        special = 1 if row.key == NONE else 0
         if by == "day":
             return (special, row.key)
         return (special, -(row.micro_usd or 0), -(row.input_tokens + row.output_tokens), row.key)
@@ -172,12 +244,9 @@ def cost_rows(by: str, runs: Iterable[StoredRun], calls: Sequence[StoredCall]) -
 
 
 def total(rows: Sequence[CostRow]) -> CostRow:
-    """All rows together: distinct runs, summed tokens, the exact sum of the priced rows' micro-dollars."""
+    """All rows together: distinct runs, summed tokens and counts, the exact sum of the rows' priced
+    micro-dollars."""
     out = CostRow("total")
     for row in rows:
-        out.run_ids |= row.run_ids
-        out.input_tokens += row.input_tokens
-        out.output_tokens += row.output_tokens
-        if row.micro_usd is not None:
-            out.micro_usd = (out.micro_usd or 0) + row.micro_usd
+        out.merge(row)
     return out

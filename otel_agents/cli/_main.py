@@ -126,7 +126,7 @@ def _cost(args: argparse.Namespace) -> int:
     import time
 
     from ._cost import BY_CALL, cost_rows, parse_since, total
-    from ._render import console, cost_table, iso_utc
+    from ._render import console, cost_notes, cost_table, iso_utc
 
     since_ns: int | None = None
     if args.since is not None:
@@ -148,7 +148,10 @@ def _cost(args: argparse.Namespace) -> int:
     what = "model calls of " if args.by in BY_CALL else ""
     when = f" started since {iso_utc(since_ns)[:16].replace('T', ' ')} UTC ({args.since})" if since_ns else ""
     title = f"cost by {args.by}: {what}{len(runs)} run{'s' if len(runs) != 1 else ''}{when}"
-    console().print(cost_table(args.by, rows, whole, title))
+    out = console()
+    out.print(cost_table(args.by, rows, whole, title))
+    for note in cost_notes(whole):
+        out.print(note)
     return 0
 
 

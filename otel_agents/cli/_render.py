@@ -306,8 +306,32 @@ def micro_money(micro_usd: int | None) -> str:
     return f"${micro_usd // 1_000_000:,}.{micro_usd % 1_000_000:06d}"
 
 
+UNPRICED: Final = "-"
+"""A cost not known because a model has no price (its tokens are counted)."""
+
+
+def cost_marks(row: CostRow) -> str:
+    """What a cost row's priced part leaves out: "-" unpriced tokens, "?" calls of unknown usage."""
+    unpriced = UNPRICED if row.unpriced_calls or row.unpriced_tokens else ""
+    return unpriced + (UNKNOWN if row.unknown_usage_calls else "")
+
+
+def _cost_cell(row: CostRow, widths: tuple[int, int]) -> str:
+    """The priced part, then its marks; the marks alone when nothing in the row is priced. With
+    `widths` (of the money, of the marks) the digits of every row stay in line."""
+    marks = cost_marks(row)
+    money = micro_money(row.micro_usd) if row.micro_usd is not None or not marks else ""
+    money_width, marks_width = widths
+    if not marks_width:
+        return money
+    return f"{money.rjust(money_width)} {marks}"
+
+
 def cost_table(by: str, rows: Sequence[CostRow], total: CostRow, title: str) -> Table:
-    """A row per key with a bar of its cost, then the total (the exact sum of the rows' costs)."""
+    """A row per key with a bar of its priced cost, then the total (the exact sum of the rows' costs)."""
+    everything = [*rows, total]
+    widths = (max(len(micro_money(row.micro_usd)) for row in everything), len(cost_marks(total)))
+    marked = widths[1] > 0  # the cells left-justified (rich drops a cell's trailing spaces)
     table = Table(
         title=title, title_justify="left", box=box.SIMPLE, show_edge=False, show_footer=True, header_style="bold"
     )
@@ -315,7 +339,8 @@ def cost_table(by: str, rows: Sequence[CostRow], total: CostRow, title: str) -> 
     table.add_column("RUNS", str(total.runs), justify="right", no_wrap=True)
     table.add_column("INPUT TOKENS", f"{total.input_tokens:,}", justify="right", no_wrap=True)
     table.add_column("OUTPUT TOKENS", f"{total.output_tokens:,}", justify="right", no_wrap=True)
-    table.add_column("COST (USD)", micro_money(total.micro_usd), justify="right", no_wrap=True)
+    cost = _cost_cell(total, widths)
+    table.add_column("COST (USD)", cost, justify="left" if marked else "right", no_wrap=True)
     table.add_column("SHARE", "", justify="right", no_wrap=True)
     table.add_column("", "", width=_BAR, no_wrap=True)
     largest = max((row.micro_usd or 0 for row in rows), default=0)
@@ -328,8 +353,27 @@ def cost_table(by: str, rows: Sequence[CostRow], total: CostRow, title: str) -> 
             str(row.runs),
             f"{row.input_tokens:,}",
             f"{row.output_tokens:,}",
-            micro_money(row.micro_usd),
+            _cost_cell(row, widths),
             share,
             bar,
         )
     return table
+
+
+def _calls(n: int) -> str:
+    return f"{n:,} model call{'s' if n != 1 else ''}"
+
+
+def cost_notes(total: CostRow) -> list[str]:
+    """The lines under the cost table: what its costs leave out."""
+    notes: list[str] = []
+    if total.unpriced_calls or total.unpriced_tokens:
+        tokens = f"{total.unpriced_tokens:,} token{'s' if total.unpriced_tokens != 1 else ''}"
+        calls = f" ({_calls(total.unpriced_calls)})" if total.unpriced_calls else ""
+        notes.append(f"{UNPRICED} {tokens}{calls} had no price: they are not in the cost")
+    if total.unknown_usage_calls:
+        n = total.unknown_usage_calls
+        notes.append(
+            f"{UNKNOWN} {_calls(n)} reported no usage: {'its' if n == 1 else 'their'} tokens and cost are unknown"
+        )
+    return notes
