@@ -160,6 +160,14 @@ def test_a_store_directory_that_does_not_exist_is_an_error(tmp_path: Path, comma
     assert_one_line_error(done, 2, f"no store at {missing}")
 
 
+def test_a_demo_store_that_cannot_be_written_is_a_one_line_error_naming_the_path(tmp_path: Path) -> None:
+    a_file = tmp_path / "store"
+    a_file.write_text("not a store")
+    done = cli("--store", str(a_file), "demo")
+    assert_one_line_error(done, 1, f"{a_file} is a file, not a directory: give a directory for the store")
+    assert done.stdout == "", "refused before the demo runs"
+
+
 def test_unknown_and_ambiguous_runs_exit_2(demo_store: tuple[Path, Any], tmp_path: Path) -> None:
     store, _ = demo_store
     assert_one_line_error(cli("--store", str(store), "show", "ffffffff0000"), 2, "no run 'ffffffff0000'")

@@ -192,11 +192,15 @@ def _export(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     import otel_agents
     from otel_agents._internal.export.store import Store, run_subtree
+    from otel_agents._internal.export.store_path import unwritable
 
     from ._demo import run_demo
     from ._render import console, trace_tree
 
     store_dir = _store_dir(args.store)
+    problem = unwritable(store_dir)
+    if problem is not None:
+        raise RunTimeFailure(problem)
     with otel_agents.configure(store=store_dir) as telemetry:
         run_ids = asyncio.run(run_demo())
         telemetry.force_flush()
