@@ -45,7 +45,43 @@ def test_demo_runs_offline_and_shows_its_trace(demo_store: tuple[Path, Any]) -> 
     assert "invoke_workflow writers-room" in ben and "execute_tool web_search" in ben, "ana's run, shown last"
     assert re.search(r"chat gpt-4o-mini-2024-07-18 .* \$0\.0", out)
     assert "user ana  ·  conversation " in ben
-    assert "cost per user with 'otel-agents cost --by user'" in out
+    assert re.search(r"\n  cost per user  \S+ -m otel_agents --store \S+ cost --by user\n", out), out[-600:]
+
+
+def hints(out: str) -> dict[str, str]:
+    """The commands the demo ends with, by what they are for."""
+    tail = out.split("; from this shell:\n", 1)[1]
+    return {
+        what: command
+        for what, command in (re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in tail.splitlines()[:3])
+    }
+
+
+@pytest.mark.parametrize("how", ["script", "python -m"])
+def test_the_demo_ends_with_commands_that_work_as_printed_in_a_shell_without_the_venv(tmp_path: Path, how: str) -> None:
+    bin_dir = Path(sys.executable).parent
+    called = [str(bin_dir / "otel-agents")] if how == "script" else [sys.executable, "-m", "otel_agents"]
+    shell_env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
+    assert subprocess.run(["bash", "-c", "command -v otel-agents"], env=shell_env, check=False).returncode != 0
+    done = subprocess.run(
+        [*called, "demo"], cwd=ROOT, env=shell_env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    commands = hints(done.stdout)
+    assert set(commands) == {"the runs", "this one", "cost per user"}, done.stdout[-600:]
+    if bin_dir.is_relative_to(ROOT):  # run from the clone: the path as a person in it types it
+        assert commands["the runs"].startswith(f"{bin_dir.relative_to(ROOT)}/"), commands
+    for what, command in commands.items():  # in the same directory, the venv not active
+        ran = subprocess.run(["bash", "-c", command], cwd=ROOT, env=shell_env, capture_output=True, text=True,
+                             timeout=60, check=False)  # fmt: skip
+        assert ran.returncode == 0 and ran.stdout, (what, command, ran.stderr)
+    assert (
+        "writers-room"
+        in subprocess.run(
+            ["bash", "-c", commands["the runs"]], cwd=ROOT, env=shell_env, capture_output=True, text=True, check=False
+        ).stdout
+    )
+    assert f"'source {bin_dir.relative_to(ROOT) if bin_dir.is_relative_to(ROOT) else bin_dir}/activate'" in done.stdout
 
 
 def test_runs_json(demo_store: tuple[Path, Any]) -> None:
