@@ -1,12 +1,15 @@
-"""otel-agents quick start: an AutoGen team, traced with one line.
+"""otel-agents quick start: an AutoGen team, traced with one line (the README's quick start is this code).
 
-    pip install '/path/to/otel-agents[openai]'      # from a clone of the repository
-    cd /path/to/otel-agents && OPENAI_API_KEY=sk-... python examples/quickstart.py
+    pip install '/path/to/otel-agents[openai]'      # into your project's environment
+    OPENAI_API_KEY=sk-... python examples/quickstart.py
     otel-agents runs            # the run, its stop reason, tokens and cost
     otel-agents show <run id>   # its trace, as a tree
 
-Without OTEL_EXPORTER_OTLP_ENDPOINT the trace goes to the local store that `otel-agents` reads; with
-it (e.g. http://localhost:4318 for a Collector or Jaeger), over OTLP.
+That environment's Python and `otel-agents`: in a clone, after `bash scripts/demo.sh`, they are
+`.venv/bin/python` and `.venv/bin/otel-agents` (`.venv/bin/pip install -e '.[openai]'` first), or
+`source .venv/bin/activate` once. Without OTEL_EXPORTER_OTLP_ENDPOINT the trace goes to the local
+store that `otel-agents` reads; with it (e.g. http://localhost:4318 for a Collector or Jaeger),
+over OTLP.
 """
 
 import asyncio

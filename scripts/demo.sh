@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The demo, from a fresh clone: installs otel-agents into .venv and runs `otel-agents demo`
 # (an offline team; its trace lands in the embedded store and is shown here). Extra arguments go
-# to `otel-agents`, before the command (e.g. --store DIR).
+# to `otel-agents`, before the command (e.g. --store DIR). It runs in the caller's directory, so
+# that the commands it prints at the end (`.venv/bin/otel-agents runs`, ...) work as printed.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/_venv.sh
-exec .venv/bin/otel-agents "$@" demo
+root=$(cd "$(dirname "$0")/.." && pwd)
+(cd "$root" && source scripts/_venv.sh "")  # no extras (not this script's arguments)
+exec "$root/.venv/bin/otel-agents" "$@" demo

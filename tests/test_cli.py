@@ -45,7 +45,43 @@ def test_demo_runs_offline_and_shows_its_trace(demo_store: tuple[Path, Any]) -> 
     assert "invoke_workflow writers-room" in ben and "execute_tool web_search" in ben, "ana's run, shown last"
     assert re.search(r"chat gpt-4o-mini-2024-07-18 .* \$0\.0", out)
     assert "user ana  ·  conversation " in ben
-    assert "cost per user with 'otel-agents cost --by user'" in out
+    assert re.search(r"\n  cost per user  \S+ -m otel_agents --store \S+ cost --by user\n", out), out[-600:]
+
+
+def hints(out: str) -> dict[str, str]:
+    """The commands the demo ends with, by what they are for."""
+    tail = out.split("; from this shell:\n", 1)[1]
+    return {
+        what: command
+        for what, command in (re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in tail.splitlines()[:3])
+    }
+
+
+@pytest.mark.parametrize("how", ["script", "python -m"])
+def test_the_demo_ends_with_commands_that_work_as_printed_in_a_shell_without_the_venv(tmp_path: Path, how: str) -> None:
+    bin_dir = Path(sys.executable).parent
+    called = [str(bin_dir / "otel-agents")] if how == "script" else [sys.executable, "-m", "otel_agents"]
+    shell_env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
+    assert subprocess.run(["bash", "-c", "command -v otel-agents"], env=shell_env, check=False).returncode != 0
+    done = subprocess.run(
+        [*called, "demo"], cwd=ROOT, env=shell_env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    commands = hints(done.stdout)
+    assert set(commands) == {"the runs", "this one", "cost per user"}, done.stdout[-600:]
+    if bin_dir.is_relative_to(ROOT):  # run from the clone: the path as a person in it types it
+        assert commands["the runs"].startswith(f"{bin_dir.relative_to(ROOT)}/"), commands
+    for what, command in commands.items():  # in the same directory, the venv not active
+        ran = subprocess.run(["bash", "-c", command], cwd=ROOT, env=shell_env, capture_output=True, text=True,
+                             timeout=60, check=False)  # fmt: skip
+        assert ran.returncode == 0 and ran.stdout, (what, command, ran.stderr)
+    assert (
+        "writers-room"
+        in subprocess.run(
+            ["bash", "-c", commands["the runs"]], cwd=ROOT, env=shell_env, capture_output=True, text=True, check=False
+        ).stdout
+    )
+    assert f"'source {bin_dir.relative_to(ROOT) if bin_dir.is_relative_to(ROOT) else bin_dir}/activate'" in done.stdout
 
 
 def test_runs_json(demo_store: tuple[Path, Any]) -> None:
@@ -158,6 +194,14 @@ def test_a_store_directory_that_does_not_exist_is_an_error(tmp_path: Path, comma
     assert done.stdout == "" and not missing.exists(), "nothing made, nothing printed"
     done = cli(*command, env={"OTEL_AGENTS_STORE": str(missing), "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
     assert_one_line_error(done, 2, f"no store at {missing}")
+
+
+def test_a_demo_store_that_cannot_be_written_is_a_one_line_error_naming_the_path(tmp_path: Path) -> None:
+    a_file = tmp_path / "store"
+    a_file.write_text("not a store")
+    done = cli("--store", str(a_file), "demo")
+    assert_one_line_error(done, 1, f"{a_file} is a file, not a directory: give a directory for the store")
+    assert done.stdout == "", "refused before the demo runs"
 
 
 def test_unknown_and_ambiguous_runs_exit_2(demo_store: tuple[Path, Any], tmp_path: Path) -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 import sys
 import textwrap
+import traceback
 from collections.abc import Iterator
 from typing import Any
 
@@ -185,6 +187,20 @@ def test_bad_settings_are_refused_naming_the_setting_and_value(
     clean_env: pytest.MonkeyPatch, kwargs: dict[str, Any], env: dict[str, str], message: str
 ) -> None:
     assert_configure_refuses(clean_env, env, message, **kwargs)
+
+
+def test_a_bad_setting_is_an_otel_agents_config_error_in_its_traceback(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "localhost:4318")
+    with pytest.raises(otel_agents.ConfigError) as raised:
+        otel_agents.configure(set_global=False)
+    shown = "".join(traceback.format_exception(raised.value))
+    assert shown.splitlines()[-1].startswith("otel_agents.ConfigError: OTEL_EXPORTER_OTLP_ENDPOINT='localhost:4318'")
+    assert "_internal" not in shown.splitlines()[-1]
+    assert (repr(otel_agents.ConfigError), str(otel_agents.ConfigError)) == (
+        "<class 'otel_agents.ConfigError'>",
+        "<class 'otel_agents.ConfigError'>",
+    )
+    assert pickle.loads(pickle.dumps(raised.value)).args == raised.value.args, "pickled by its public name"
 
 
 def test_misuse_is_refused_clearly() -> None:

@@ -55,3 +55,37 @@ def test_a_run_open_when_the_process_exits_is_stored_as_shutdown(tmp_path: Path)
     (run,) = Store(tmp_path).runs()
     assert (run.stop_kind, run.stop_reason) == ("shutdown", "shutdown")
     assert "Failed to detach context" not in done.stderr
+
+
+def test_an_endpoint_that_is_down_holds_the_exit_only_for_the_exit_timeout_and_says_what_was_dropped() -> None:
+    from tests.support.processes import free_port
+
+    port = free_port()  # nothing listens there: every export is refused, and the exporter retries
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "XDG_DATA_HOME": "/nonexistent",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "60",  # retrying for a minute, span and metric exports each
+        "OTEL_AGENTS_EXIT_TIMEOUT_S": "0.5",
+    }
+    # generous: well under the exporters' minute each, far above the half second asked for
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.support.down_endpoint_app"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=45, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "ran\n"), done.stderr[-2000:]
+    ours = [line for line in done.stderr.splitlines() if line.startswith("otel-agents: exiting")]
+    assert len(ours) == 1, done.stderr[-3000:]
+    assert ours[0].startswith("otel-agents: exiting with ") and " spans not delivered to OTLPSpanExporter " in ours[0]
+    assert int(ours[0].split()[3]) > 0, ours[0]
+    assert f"http://127.0.0.1:{port}/v1/traces;" in ours[0] and "OTEL_AGENTS_EXIT_TIMEOUT_S=0.5 s" in ours[0]
+
+
+def test_configure_starts_the_thread_the_exit_waits_on() -> None:
+    # From Python 3.12 on no thread can start at exit: the one the exit's shutdown runs on is started here.
+    done = subprocess.run(
+        [sys.executable, "-c", "import threading, otel_agents; otel_agents.configure(store=False); "
+         "print([t.daemon for t in threading.enumerate() if t.name == 'otel-agents-exit'])"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout.strip()) == (0, "[True]"), done.stderr

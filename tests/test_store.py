@@ -135,8 +135,56 @@ async def test_an_unwritable_store_drops_and_counts_spans_and_never_raises(
     assert exporter.dropped_spans >= 7 + 5
     outage = [r for r in caplog.records if r.levelno >= logging.WARNING and "until it" in r.getMessage()]
     assert len(outage) == 1, "one line per outage, not one per batch nor one per layer"
-    assert f"cannot write to the store at {directory}: FileExistsError" in outage[0].getMessage()
+    assert f"{directory} is a file, not a directory: give a directory for the store" in outage[0].getMessage()
     assert outage[0].levelno == logging.WARNING
+
+
+@pytest.mark.parametrize("named_by", ["store", "OTEL_AGENTS_STORE"])
+def test_a_store_path_that_is_a_file_is_refused_naming_the_path_and_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, named_by: str
+) -> None:
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a store")
+    for path, says in (
+        (a_file, f"{a_file} is a file, not a directory: give a directory for the store"),
+        (a_file / "store", f"{a_file} is a file, so the store directory {a_file / 'store'} cannot be made in it"),
+    ):
+        kwargs: dict[str, Any] = {"store": path} if named_by == "store" else {}
+        if named_by == "OTEL_AGENTS_STORE":
+            monkeypatch.setenv("OTEL_AGENTS_STORE", str(path))
+        with pytest.raises(otel_agents.ConfigError) as raised:
+            otel_agents.configure(set_global=False, **kwargs)
+        assert str(raised.value).startswith(f"{named_by}={str(path)!r}: {says}"), raised.value
+        assert "Error" not in str(raised.value), "words, not an OS error's name"
+
+
+def test_the_default_store_in_a_place_that_is_a_file_never_stops_the_app_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    (tmp_path / "otel-agents").write_text("in the way")
+    with otel_agents.configure(set_global=False) as telemetry:
+        with telemetry.tracer_provider.get_tracer("t").start_as_current_span("a span"):
+            pass
+        telemetry.force_flush()
+    (outage,) = [r.getMessage() for r in caplog.records if "until it" in r.getMessage()]
+    assert f"{tmp_path / 'otel-agents'} is a file, so the store directory" in outage, outage
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to any directory: there is nothing to refuse")
+def test_a_store_directory_without_write_permission_is_refused_naming_the_path_and_the_fix(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    try:
+        for path, says in (
+            (locked, f"the store directory {locked} is not writable by you: fix its permissions"),
+            (locked / "store", f"cannot make the store directory {locked / 'store'}: {locked} is not writable by you"),
+        ):
+            with pytest.raises(otel_agents.ConfigError) as raised:
+                otel_agents.configure(set_global=False, store=path)
+            assert str(raised.value).startswith(f"store={str(path)!r}: ") and says in str(raised.value)
+    finally:
+        locked.chmod(0o700)
 
 
 async def test_the_store_is_readable_by_its_owner_only(tmp_path: Path) -> None:

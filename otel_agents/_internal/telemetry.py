@@ -15,6 +15,7 @@ from opentelemetry import metrics, trace
 
 from otel_agents._internal.autogen import wrapping
 from otel_agents._internal.config.settings import RuntimeSpans, Settings, resolve_settings
+from otel_agents._internal.export.exit_thread import EXIT_THREAD
 from otel_agents._internal.export.soon import FLUSH_SOON
 from otel_agents._internal.genai.loops import LoopLimits, ResolvedLimits
 from otel_agents._internal.genai.metrics import Instruments
@@ -130,8 +131,9 @@ class Telemetry:
 
         self.shutdown_within(self.settings.exporter_timeout_s + SHUTDOWN_GRACE_S + 1.0)
 
-    def shutdown_within(self, seconds: float) -> None:
-        """`shutdown()` in `seconds` at most (at exit: `OTEL_AGENTS_EXIT_TIMEOUT_S`)."""
+    def shutdown_within(self, seconds: float, *, warn: bool = True) -> None:
+        """`shutdown()` in `seconds` at most (at exit: `OTEL_AGENTS_EXIT_TIMEOUT_S`, and the exit
+        says what was lost itself: `warn=False`)."""
         if self._shut_down:
             return
         self._shut_down = True
@@ -154,8 +156,12 @@ class Telemetry:
             self._health.close()
         if self.prometheus is not None:
             self.prometheus.close()
-        if self.dropped_spans:
+        if warn and self.dropped_spans:
             logger.warning("otel-agents: %d spans could not be delivered and were dropped", self.dropped_spans)
+
+    def undelivered(self) -> list[tuple[str, int]]:
+        """(destination, spans ended and not delivered there) of each exporter of ours missing some."""
+        return self._health.undelivered() if self._health is not None else []
 
     def __enter__(self) -> Telemetry:
         return self
@@ -307,15 +313,27 @@ def activate(telemetry: Telemetry, *, set_global: bool) -> Telemetry | None:
 @atexit.register
 def _shutdown_at_exit() -> None:
     """Deliver what the latest pipeline holds when the process exits, within
-    `OTEL_AGENTS_EXIT_TIMEOUT_S`. Runs still open are ended first (`shutdown`), whichever pipeline
+    `OTEL_AGENTS_EXIT_TIMEOUT_S` (on the exit thread: `export/exit_thread.py`); say in one line how
+    many spans were not delivered. Runs still open are ended first (`shutdown`), whichever pipeline
     records them: under `opentelemetry-instrument` the distro's provider shuts down after this
     (exit handlers run last registered first, and the provider was made before otel-agents was
     loaded)."""
     FLUSH_SOON.stop()
     end_open_runs(None)
     latest = _latest
-    if latest is not None:
-        latest.shutdown_within(latest.settings.exit_timeout_s)
+    if latest is None:
+        return
+    seconds = latest.settings.exit_timeout_s
+    EXIT_THREAD.run(lambda: latest.shutdown_within(seconds, warn=False), seconds)
+    lost = latest.undelivered()
+    if lost:  # one line, whatever the exporters said before it
+        logger.warning(
+            "otel-agents: exiting with %d spans not delivered %s; they are dropped "
+            "(the exit waits OTEL_AGENTS_EXIT_TIMEOUT_S=%g s at most)",
+            sum(count for _, count in lost),
+            f"to {lost[0][0]}" if len(lost) == 1 else f"({', '.join(f'{n} to {where}' for where, n in lost)})",
+            seconds,
+        )
 
 
 def current(telemetry: Telemetry | None) -> Telemetry:

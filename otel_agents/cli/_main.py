@@ -5,6 +5,8 @@ import asyncio
 import json
 import logging
 import os
+import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -195,11 +197,15 @@ def _export(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     import otel_agents
     from otel_agents._internal.export.store import Store, run_subtree
+    from otel_agents._internal.export.store_path import unwritable
 
     from ._demo import run_demo
     from ._render import console, trace_tree
 
     store_dir = _store_dir(args.store)
+    problem = unwritable(store_dir)
+    if problem is not None:
+        raise RunTimeFailure(problem)
     with otel_agents.configure(store=store_dir) as telemetry:
         run_ids = asyncio.run(run_demo())
         telemetry.force_flush()
@@ -207,11 +213,49 @@ def _demo(args: argparse.Namespace) -> int:
     run = store.find_run(run_ids[0])
     print()
     console().print(trace_tree(run, run_subtree(run.run_id, store.spans(run.trace_id))))
-    print(
-        f"\nstored in {store_dir}; list runs with 'otel-agents runs', this one with "
-        f"'otel-agents show {run_ids[0][:8]}', cost per user with 'otel-agents cost --by user'"
-    )
+    command = called = how_to_call()
+    if args.store is not None:
+        command += f" --store {shlex.quote(args.store)}"
+    print(f"\nstored in {store_dir}; from this shell:")
+    print(f"  the runs       {command} runs")
+    print(f"  this one       {command} show {run_ids[0][:8]}")
+    print(f"  cost per user  {command} cost --by user")
+    activate = _activate_script() if os.sep in called.split()[0] else None  # a path: not on PATH
+    if activate is not None:
+        print(f"  (after 'source {activate}', 'otel-agents ...' alone does the same)")
     return 0
+
+
+def how_to_call() -> str:
+    """The command that runs this otel-agents from the caller's shell: `otel-agents` when that is
+    the one on PATH, else its script's path (relative when under the working directory), else this
+    Python's `-m otel_agents`."""
+    script = Path(sys.argv[0]) if sys.argv and Path(sys.argv[0]).name == "otel-agents" else None
+    if script is not None:
+        on_path = shutil.which("otel-agents")
+        if on_path is not None and os.path.abspath(on_path) == os.path.abspath(script):
+            return "otel-agents"
+        return _shown(script)
+    for python in ("python", "python3"):
+        on_path = shutil.which(python)  # a venv's python links to the base one: compare paths, not files
+        if on_path is not None and os.path.abspath(on_path) == os.path.abspath(sys.executable):
+            return f"{python} -m otel_agents"
+    return f"{_shown(Path(sys.executable))} -m otel_agents"
+
+
+def _shown(path: Path) -> str:
+    absolute = os.path.abspath(path)
+    relative = os.path.relpath(absolute)
+    shown = absolute if relative.startswith(os.pardir) else relative
+    return shlex.quote(shown if os.sep in shown else f".{os.sep}{shown}")
+
+
+def _activate_script() -> str | None:
+    """The activate script of the virtual environment this otel-agents runs from, if any."""
+    if sys.prefix == sys.base_prefix:
+        return None
+    activate = Path(sys.prefix) / "bin" / "activate"
+    return _shown(activate) if activate.is_file() else None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -96,6 +96,8 @@ class Settings:
     traces: Signal = field(default_factory=lambda: Signal(None, DEFAULT_PROTOCOL, None))
     metrics: Signal = field(default_factory=lambda: Signal(None, DEFAULT_PROTOCOL, None))
     store_dir: Path | None = None
+    store_named_by: str | None = None
+    """What chose `store_dir`: `store` (the argument) or `OTEL_AGENTS_STORE`; None: the default."""
     store_max_bytes: int = int(DEFAULT_STORE_MAX_MB * 1024 * 1024)
     content: ContentPolicy = field(default_factory=ContentPolicy)
     prometheus: tuple[str, int] | None = None
@@ -210,14 +212,14 @@ def store_dir(argument: str | None, environ: Mapping[str, str] | None = None) ->
     return chosen if isinstance(chosen, Path) else default_store_dir(env)
 
 
-def _store(argument: object, environ: Mapping[str, str]) -> tuple[Path | None, bool]:
-    """(directory, explicitly asked for); a None directory: the store is off."""
+def _store(argument: object, environ: Mapping[str, str]) -> tuple[Path | None, bool, str | None]:
+    """(directory, explicitly asked for, what named it); a None directory: the store is off."""
     chosen = STORE.resolve(argument, environ)
     if chosen is None or chosen is True:
-        return default_store_dir(environ), chosen is True
+        return default_store_dir(environ), chosen is True, None
     if isinstance(chosen, Path):
-        return chosen, True
-    return None, True  # store=False
+        return chosen, True, STORE.argument_name if argument is not None else STORE.variables[0]
+    return None, True, None  # store=False
 
 
 def _content(capture: object, redact: object, environ: Mapping[str, str]) -> ContentPolicy:
@@ -270,7 +272,7 @@ def resolve_settings(
     traces = _signal(OTLP_TRACES, "traces", endpoint, protocol, header_map, env)
     metrics = _signal(OTLP_METRICS, "metrics", endpoint, protocol, header_map, env)
 
-    store_at, store_explicit = _store(store, env)
+    store_at, store_explicit, store_named_by = _store(store, env)
     max_mb = STORE_MAX_MB.value(None, env)
     metric_attributes = METRIC_ATTRIBUTES.from_environ(env) or ()
 
@@ -303,6 +305,7 @@ def resolve_settings(
         traces=traces,
         metrics=metrics,
         store_dir=store_at,
+        store_named_by=store_named_by if store_at is not None else None,
         store_max_bytes=int(max_mb * 1024 * 1024),
         content=content,
         prometheus=prometheus_at,

@@ -33,8 +33,20 @@ def span_exporters(settings: Settings) -> list[SpanExporter]:
             from otel_agents._internal.export.store import StoreSpanExporter
 
             assert settings.store_dir is not None
+            _check_store(settings)
             exporters.append(StoreSpanExporter(settings.store_dir, max_bytes=settings.store_max_bytes))
     return exporters
+
+
+def _check_store(settings: Settings) -> None:
+    """A store asked for by name that cannot be written is a bad setting; the default store's
+    problem is told when a write fails (the app runs on, its spans dropped and counted)."""
+    from otel_agents._internal.export.store_path import unwritable
+
+    assert settings.store_dir is not None
+    problem = unwritable(settings.store_dir)
+    if problem is not None and settings.store_named_by is not None:
+        raise ConfigError(f"{settings.store_named_by}={str(settings.store_dir)!r}: {problem}")
 
 
 def otlp_span_exporter(signal: Signal) -> SpanExporter:

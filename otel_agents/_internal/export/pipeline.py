@@ -69,6 +69,12 @@ class Health:
     def dropped_spans(self) -> int:
         return self.failed_export_spans + sum(p.dropped_before_export for p in self.processors)
 
+    def undelivered(self) -> list[tuple[str, int]]:
+        """(destination, spans ended and not delivered there) of each exporter missing some: spans
+        dropped, failed, still queued or still being exported."""
+        missing = [(p.guarded.destination, p.ended_spans - p.guarded.delivered_spans) for p in self.processors]
+        return [(destination, count) for destination, count in missing if count > 0]
+
     def add_failed(self, count: int) -> None:
         with self._lock:
             self.failed_export_spans += count
@@ -166,6 +172,8 @@ class GuardedExporter(SpanExporter):
         self._exporting = 0
         self.handed_spans = 0
         """Spans of every batch given to the exporter (none after `close()`)."""
+        self.delivered_spans = 0
+        """Spans of every batch the exporter delivered."""
         self.on_export: Callable[[int], None] | None = None
         """Called with `handed_spans` as each batch is handed over, before it is exported."""
         self.destination = f"{type(exporter).__name__} {endpoint}" if endpoint else type(exporter).__name__
@@ -201,6 +209,8 @@ class GuardedExporter(SpanExporter):
             result, reason = SpanExportResult.FAILURE, type(error).__name__
         if result is SpanExportResult.SUCCESS:
             self._failing = False
+            with self._lock:
+                self.delivered_spans += len(spans)
             return result
         self._health.add_failed(len(spans))
         if not self._failing:
@@ -241,6 +251,7 @@ class GuardedExporter(SpanExporter):
         self._lock = threading.Lock()
         self._exporting = 0
         self.handed_spans = 0
+        self.delivered_spans = 0
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         flush = getattr(self.exporter, "force_flush", None)

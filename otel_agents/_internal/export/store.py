@@ -28,8 +28,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_agents._internal import keys as sc
-
-DATABASE: Final = "spans.sqlite3"
+from otel_agents._internal.export.store_path import DATABASE, unwritable
 
 SCHEMA_VERSION: Final = 2
 """The store layout this code writes and reads (SQLite `PRAGMA user_version`; 0: before versions)."""
@@ -528,11 +527,20 @@ class StoreSpanExporter(SpanExporter):
                 self.store.write(spans)
             except Exception as error:  # never into the run: counted, and told by the pipeline
                 self.dropped_spans += len(spans)
-                cause = error if isinstance(error, StoreVersionError) else type(error).__name__
-                self.failure = f"cannot write to the store at {self.store.directory}: {cause}"
+                self.failure = self._why_not_written(error)
                 return SpanExportResult.FAILURE
             self.failure = None
             return SpanExportResult.SUCCESS
+
+    def _why_not_written(self, error: Exception) -> str:
+        if isinstance(error, StoreVersionError):
+            return f"cannot write to the store at {self.store.directory}: {error}"
+        problem = unwritable(self.store.directory)
+        if problem is not None:
+            return problem
+        if isinstance(error, (OSError, sqlite3.Error)):  # a path, or SQLite's words: no user content
+            return f"cannot write to the store at {self.store.directory}: {type(error).__name__}: {error}"
+        return f"cannot write to the store at {self.store.directory}: {type(error).__name__}"
 
     def shutdown(self) -> None:
         self._shut_down = True
