@@ -176,6 +176,9 @@ def test_the_multi_host_layout_routes_by_trace_and_samples_whole_runs() -> None:
     assert policies["keep-errors"]["status_code"]["status_codes"] == ["ERROR"]
     assert policies["keep-loop-detections"]["ottl_condition"]["spanevent"] == ['name == "otel_agents.loop_detected"']
     assert gateway["processors"]["tail_sampling"]["decision_wait"] == "120s"
+    counted = [p for p in gateway["service"]["pipelines"].values() if "span_metrics" in p["exporters"]]
+    assert [p["receivers"] for p in counted] == [["otlp"]], "span metrics from what the gateway receives"
+    assert "tail_sampling" not in counted[0].get("processors", []), "every run counted, not the sampled ones"
 
     services = load(layout / "docker-compose.yml")["services"]
     gateways = [
@@ -187,6 +190,8 @@ def test_the_multi_host_layout_routes_by_trace_and_samples_whole_runs() -> None:
     jaeger = load(layout / "jaeger.yaml")
     backends = jaeger["extensions"]["jaeger_storage"]["backends"]
     assert all("memory" not in backend for backend in backends.values()), "Jaeger on a real storage"
+    metrics = jaeger["extensions"]["jaeger_storage"]["metric_backends"]["prometheus"]["prometheus"]
+    assert metrics["endpoint"] == "http://prometheus:9090" and "prometheus" in services
     assert "elasticsearch" in services
 
 
