@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -76,15 +77,24 @@ def test_the_pipeline_check_finds_undefined_components() -> None:
     broken = {
         "receivers": {"otlp": {}},
         "exporters": {"debug": {}},
+        "connectors": {"spanmetrics": {}},
         "service": {
             "extensions": ["health_check"],
-            "pipelines": {"traces": {"receivers": ["otlp", "jaeger"], "processors": ["batch"], "exporters": ["debug"]}},
+            "pipelines": {
+                "traces": {
+                    "receivers": ["otlp", "jaeger"],
+                    "processors": ["batch", "spanmetrics"],
+                    "exporters": ["debug", "spanmetrics"],
+                }
+            },
         },
     }
     assert pipeline_problems(broken) == [
         "service.extensions: health_check is not defined",
         "pipeline traces: receiver jaeger is not defined",
         "pipeline traces: processor batch is not defined",
+        "pipeline traces: processor spanmetrics is not defined",
+        "connector spanmetrics: exported to only",
     ]
 
 
@@ -113,6 +123,21 @@ def test_metrics_flow_collector_to_prometheus_to_grafana_and_alertmanager() -> N
     provider = load(DEPLOY / "grafana" / "provisioning" / "dashboards" / "otel-agents.yml")["providers"][0]
     assert grafana_mounts[provider["options"]["path"]] == "./grafana/dashboards"
     assert grafana_mounts["/etc/grafana/provisioning"] == "./grafana/provisioning"
+
+
+def test_jaegers_monitor_tab_reads_the_span_metrics_prometheus_scrapes() -> None:
+    collector = load(DEPLOY / "otel-collector" / "config.yaml")
+    pipelines = collector["service"]["pipelines"]
+    assert "span_metrics" in pipelines["traces"]["exporters"]
+    assert [p["exporters"] for p in pipelines.values() if "span_metrics" in p["receivers"]] == [["prometheus"]]
+
+    jaeger = load(DEPLOY / "jaeger" / "config.yaml")["extensions"]
+    backend = jaeger["jaeger_storage"]["metric_backends"][jaeger["jaeger_query"]["storage"]["metrics"]]["prometheus"]
+    endpoint = urllib.parse.urlsplit(backend["endpoint"])
+    services = load(DEPLOY / "docker-compose.yml")["services"]
+    assert endpoint.hostname in services and f"{endpoint.port}:9090" in services["prometheus"]["ports"]
+    assert (backend["metric_namespace"], backend["latency_unit"]) == ("traces_span_metrics", "ms")
+    assert collector["connectors"]["span_metrics"]["histogram"]["unit"] == "ms"
 
 
 def test_prometheus_and_alertmanager_configs_are_valid(tmp_path: Path) -> None:
@@ -151,6 +176,9 @@ def test_the_multi_host_layout_routes_by_trace_and_samples_whole_runs() -> None:
     assert policies["keep-errors"]["status_code"]["status_codes"] == ["ERROR"]
     assert policies["keep-loop-detections"]["ottl_condition"]["spanevent"] == ['name == "otel_agents.loop_detected"']
     assert gateway["processors"]["tail_sampling"]["decision_wait"] == "120s"
+    counted = [p for p in gateway["service"]["pipelines"].values() if "span_metrics" in p["exporters"]]
+    assert [p["receivers"] for p in counted] == [["otlp"]], "span metrics from what the gateway receives"
+    assert "tail_sampling" not in counted[0].get("processors", []), "every run counted, not the sampled ones"
 
     services = load(layout / "docker-compose.yml")["services"]
     gateways = [
@@ -162,6 +190,8 @@ def test_the_multi_host_layout_routes_by_trace_and_samples_whole_runs() -> None:
     jaeger = load(layout / "jaeger.yaml")
     backends = jaeger["extensions"]["jaeger_storage"]["backends"]
     assert all("memory" not in backend for backend in backends.values()), "Jaeger on a real storage"
+    metrics = jaeger["extensions"]["jaeger_storage"]["metric_backends"]["prometheus"]["prometheus"]
+    assert metrics["endpoint"] == "http://prometheus:9090" and "prometheus" in services
     assert "elasticsearch" in services
 
 

@@ -21,7 +21,7 @@ from tests.support.backends import built_backends
 from tests.support.cli import cli
 from tests.support.jaeger import Jaeger, running_jaeger
 from tests.support.processes import listening
-from tests.support.teams import MODEL_INFO, writers_room
+from tests.support.teams import MODEL_INFO, replay, writers_room
 
 PROTOCOLS = ["http/protobuf", "grpc"]
 TASK = "plan the launch of project nightingale"  # a canary: no span may carry it with capture off
@@ -164,6 +164,30 @@ async def test_runs_are_found_by_service_operation_and_tags(
     spans = jaeger.v3_trace(ana.trace_id)
     assert {s["name"] for s in spans} == {s.name for s in Store(tmp_path).spans(ana.trace_id)}
     assert len(spans) == len(Store(tmp_path).spans(ana.trace_id))
+
+
+async def test_a_run_the_loop_guard_stopped_is_found_by_its_stop_kind(
+    jaeger: Jaeger, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    service = service_of(request)
+    writer = AssistantAgent("writer", model_client=replay(*["same draft"] * 6))
+    critic = AssistantAgent("critic", model_client=replay(*["same notes"] * 6))
+    looping = RoundRobinGroupChat(
+        [writer, critic], termination_condition=MaxMessageTermination(12) | otel_agents.LoopGuard(), name="loopy"
+    )
+    with otel_agents.configure(service_name=service, endpoint=jaeger.otlp_http, store=tmp_path) as telemetry:
+        await run_team(looping)
+        await run_team(writers_room(max_messages=3))
+        assert telemetry.force_flush()
+    by_kind = {r.stop_kind: r for r in Store(tmp_path).runs()}
+    assert set(by_kind) == {"loop_guard", "max_messages"}
+    for run in by_kind.values():
+        jaeger.wait_for_trace(run.trace_id, len(Store(tmp_path).spans(run.trace_id)))
+
+    looped = by_kind["loop_guard"].trace_id
+    assert jaeger.search(service, tags={"otel_agents.stop_kind": "loop_guard"}) == {looped}
+    root = root_of(jaeger.wait_for_trace(looped, 1))
+    assert tags(root)["otel_agents.stop_reason"] == "loop guard: repeat: writer said the same thing 3 times"
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -1,11 +1,13 @@
 """deploy/docker-compose.yml's stack run as binaries on 127.0.0.1, each with its own deploy/ config
-rendered with other addresses and paths only: the Collector and Jaeger built from their Go modules,
-Debian's Prometheus and Alertmanager. `otel-agents demo`, pointed at the Collector, is seen in
-Jaeger and in Prometheus."""
+rendered with other addresses and paths only (and Prometheus scraping every second, not every 15):
+the Collector and Jaeger built from their Go modules, Debian's Prometheus and Alertmanager.
+`otel-agents demo`, pointed at the Collector, is seen in Jaeger and in Prometheus, and in Jaeger's
+Monitor tab (its metrics API reading the Collector's spanmetrics from Prometheus)."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from collections.abc import Iterator
@@ -16,7 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from otel_agents._internal.export.store import Store
+from otel_agents._internal.export.store import Store, StoredRun
+from otel_agents.cli._demo import DEMO_MODEL
 from tests.support.backends import built_backends
 from tests.support.cli import cli
 from tests.support.collector import Collector, readdress, running_collector
@@ -52,9 +55,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     alertmanager = start_alertmanager(
         workdir, readdress(yaml.safe_load((DEPLOY / "alertmanager" / "alertmanager.yml").read_text()), webhooks)
     )
+    prometheus_port = free_port()  # Jaeger, started first, reads its metrics from there
     try:
         with (
-            running_jaeger(backends.jaeger, workdir) as jaeger,
+            running_jaeger(backends.jaeger, workdir, prometheus_url=f"http://127.0.0.1:{prometheus_port}") as jaeger,
             running_collector(
                 backends.collector, workdir, jaeger_otlp_grpc=f"127.0.0.1:{jaeger.ports.otlp_grpc}"
             ) as collector,
@@ -68,7 +72,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                     "otel-collector:8889": collector.scrape_target,
                 },
             )
-            prometheus = launch_prometheus(workdir, config)
+            config["global"] = {**config["global"], "scrape_interval": "1s", "evaluation_interval": "1s"}
+            prometheus = launch_prometheus(workdir, config, prometheus_port)
             try:
                 yield Stack(jaeger, collector, prometheus)
             finally:
@@ -114,3 +119,54 @@ def test_the_demo_pointed_at_the_collector_is_seen_in_jaeger_and_prometheus(stac
     assert float(cost["value"][1]) == pytest.approx(sum(r.cost_usd or 0 for r in runs)) and all(
         r.cost_usd for r in runs
     )
+
+
+def demo_runs(stack: Stack, service: str, store: Path) -> list[StoredRun]:
+    """`otel-agents demo` (a process of its own) as `service`, pointed at the Collector: its runs."""
+    before = {r.run_id for r in Store(store).runs()}
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": stack.collector.http_endpoint, "OTEL_SERVICE_NAME": service}
+    done = cli("--store", str(store), "demo", env=env)
+    assert done.returncode == 0, done.stderr
+    return [r for r in Store(store).runs() if r.run_id not in before]
+
+
+def test_jaegers_monitor_tab_shows_the_runs_and_model_calls_of_the_demo(stack: Stack, tmp_path: Path) -> None:
+    """Latency, calls and errors per operation for the demo's service, as the Monitor tab asks
+    `/api/metrics/*` for them: Jaeger reads from Prometheus the spanmetrics the Collector made of
+    the demo's spans. A rate needs a counter that grows between scrapes: a first demo, its counts
+    scraped, then a second, in another process, adding to the same series."""
+    service = "monitor-demo"
+    operations = {"invoke_workflow writers-room", f"chat {DEMO_MODEL}"}
+    span_kinds = ("internal", "client")  # the Monitor tab's span kind choice; it starts at server
+
+    def calls_scraped() -> dict[str, list[float]]:
+        found = stack.prometheus.query(f'traces_span_metrics_calls_total{{service_name="{service}"}}')
+        by_operation: dict[str, list[float]] = {}
+        for series in found:
+            by_operation.setdefault(series["metric"]["span_name"], []).append(float(series["value"][1]))
+        return by_operation
+
+    first = demo_runs(stack, service, tmp_path)
+    assert len(first) == 2, "ana's run and ben's"
+    scraped = poll(calls_scraped, lambda found: found.get("invoke_workflow writers-room") == [2.0], within_s=60)
+    assert operations <= set(scraped), scraped
+    second = demo_runs(stack, service, tmp_path)
+    assert len(second) == 2
+    scraped = poll(calls_scraped, lambda found: found.get("invoke_workflow writers-room") == [4.0], within_s=60)
+    assert scraped["invoke_workflow writers-room"] == [4.0], "both processes' runs in one series per operation"
+
+    def growing(found: dict[str, list[float]]) -> bool:
+        return all(any(v > 0 for v in found.get(op, [])) for op in operations)
+
+    calls = poll(lambda: stack.jaeger.rates("calls", service, span_kinds), growing, within_s=60)
+    assert {op: max(calls.get(op, [0.0])) > 0 for op in operations} == dict.fromkeys(operations, True), calls
+
+    errors = stack.jaeger.rates("errors", service, span_kinds)
+    assert operations <= set(errors), f"an error rate series per operation: {errors}"
+    assert all(v == 0 for op in operations for v in errors[op] if not math.isnan(v)), "the demo fails no call"
+
+    latencies = stack.jaeger.rates("latencies", service, span_kinds, quantile="0.95")
+    for op in operations:
+        measured = [v for v in latencies.get(op, []) if not math.isnan(v)]
+        assert measured and all(v > 0 for v in measured), f"{op}: p95 latency in ms, {latencies.get(op)}"
+    assert stack.jaeger.rates("calls", service, ("server",)) == {}, "no server spans: kinds kept apart"

@@ -33,10 +33,18 @@ def pipeline_problems(config: dict[str, Any]) -> list[str]:
             problems.append(f"service.extensions: {extension} is not defined")
     for pipeline, parts in (service.get("pipelines") or {}).items():
         for kind in ("receivers", "processors", "exporters"):
+            # a connector is one pipeline's exporter and another's receiver
+            defined = {**(config.get(kind) or {}), **((config.get("connectors") or {}) if kind != "processors" else {})}
             for name in parts.get(kind, []):
-                if name not in (config.get(kind) or {}):
+                if name not in defined:
                     problems.append(f"pipeline {pipeline}: {kind[:-1]} {name} is not defined")
         for kind in ("receivers", "exporters"):
             if not parts.get(kind):
                 problems.append(f"pipeline {pipeline}: no {kind}")
+    pipelines = (service.get("pipelines") or {}).values()
+    for connector in config.get("connectors") or {}:
+        exported = any(connector in parts.get("exporters", []) for parts in pipelines)
+        received = any(connector in parts.get("receivers", []) for parts in pipelines)
+        if exported != received:
+            problems.append(f"connector {connector}: {'exported to' if exported else 'received from'} only")
     return problems

@@ -1,8 +1,9 @@
 """Jaeger v2, built from its Go module, run on 127.0.0.1 with deploy/jaeger/config.yaml.
 
 The config is deploy/'s own with only its addresses changed: every listener on a free 127.0.0.1
-port (OTLP gRPC and HTTP, the query API's HTTP and gRPC, the health check, Jaeger's own metrics).
-Read back through the query API: `/api/...` (Jaeger's JSON) and `/api/v3/...` (OTLP JSON).
+port (OTLP gRPC and HTTP, the query API's HTTP and gRPC, the health check, Jaeger's own metrics),
+its metrics backend at the Prometheus the test gives it. Read back through the query API:
+`/api/...` (Jaeger's JSON), `/api/v3/...` (OTLP JSON) and `/api/metrics/...` (the Monitor tab's).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,15 +39,17 @@ class JaegerPorts:
     metrics: int
 
 
-def render_config(source: Path, ports: JaegerPorts) -> dict[str, Any]:
-    """deploy/'s Jaeger config with every listener moved to 127.0.0.1 (nothing else changed): the
-    query API's two, which it leaves at their defaults on every interface, are named."""
+def render_config(source: Path, ports: JaegerPorts, prometheus_url: str) -> dict[str, Any]:
+    """deploy/'s Jaeger config with every listener moved to 127.0.0.1 and its metrics backend at
+    `prometheus_url` (nothing else changed): the query API's two listeners, which it leaves at their
+    defaults on every interface, are named."""
     config: dict[str, Any] = readdress(
         yaml.safe_load(source.read_text()),
         {
             "0.0.0.0:4317": f"127.0.0.1:{ports.otlp_grpc}",
             "0.0.0.0:4318": f"127.0.0.1:{ports.otlp_http}",
             "0.0.0.0:13133": f"127.0.0.1:{ports.health}",
+            "http://prometheus:9090": prometheus_url,
         },
     )
     query = config["extensions"]["jaeger_query"]
@@ -130,6 +133,30 @@ class Jaeger:
             for span in scope["spans"]
         ]
 
+    def rates(self, kind: str, service: str, span_kinds: Sequence[str], **params: str) -> dict[str, list[float]]:
+        """`/api/metrics/{kind}` (latencies, calls or errors) grouped by operation, as the Monitor tab
+        asks for them: each operation's points, oldest first (NaN where Prometheus had no value)."""
+        query = urllib.parse.urlencode(
+            [
+                ("service", service),
+                ("groupByOperation", "true"),
+                *(("spanKind", k) for k in span_kinds),
+                *params.items(),
+            ]
+        )
+        url = f"http://127.0.0.1:{self.ports.query_http}/api/metrics/{kind}?{query}"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                family = json.load(response)
+        except urllib.error.HTTPError as error:
+            raise AssertionError(f"GET {url}: {error.code} {error.read().decode(errors='replace')[:2000]}") from None
+        found: dict[str, list[float]] = {}
+        for metric in family.get("metrics") or []:
+            labels = {label["name"]: label["value"] for label in metric.get("labels") or []}
+            points = [float(p["gaugeValue"]["doubleValue"]) for p in metric.get("metricPoints") or []]
+            found[labels.get("operation", "")] = points
+        return found
+
     def v3_search(self, service: str, operation: str) -> set[str]:
         now = time.time()
         params = {
@@ -162,10 +189,13 @@ def _hex_id(value: str) -> str:
 
 
 @contextmanager
-def running_jaeger(binary: str, workdir: Path) -> Iterator[Jaeger]:
+def running_jaeger(binary: str, workdir: Path, *, prometheus_url: str | None = None) -> Iterator[Jaeger]:
+    """deploy's Jaeger; its metrics backend at `prometheus_url` (unset: a free 127.0.0.1 port with
+    nothing on it, for tests that read no metrics; Jaeger asks it only when asked for metrics)."""
     ports = JaegerPorts(*(free_port() for _ in range(6)))
     config = workdir / "jaeger.yaml"
-    config.write_text(yaml.safe_dump(render_config(DEPLOY / "jaeger" / "config.yaml", ports)))
+    metrics_backend = prometheus_url or f"http://127.0.0.1:{free_port()}"
+    config.write_text(yaml.safe_dump(render_config(DEPLOY / "jaeger" / "config.yaml", ports, metrics_backend)))
     # Jaeger traces its own queries to the OTLP endpoint of its environment (by default
     # 127.0.0.1:4317, its own receiver in the compose stack): here too, its own receiver. Its last
     # spans find that receiver stopped when it shuts down: a 1 s export timeout, not 10 s, then.

@@ -60,12 +60,13 @@ def start_prometheus(
     return launch_prometheus(workdir, config)
 
 
-def launch_prometheus(workdir: Path, config: Mapping[str, Any]) -> Prometheus:
-    """Debian's Prometheus on 127.0.0.1 with `config` (prometheus.yml as a mapping), ready."""
+def launch_prometheus(workdir: Path, config: Mapping[str, Any], port: int | None = None) -> Prometheus:
+    """Debian's Prometheus on 127.0.0.1:`port` (unset: a free one) with `config` (prometheus.yml as
+    a mapping), ready."""
     binary = shutil.which("prometheus")
     assert binary, "prometheus (Debian's package) is not installed"
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(dict(config)))
-    port = free_port()
+    port = port or free_port()
     args = [
         f"--config.file={workdir / 'prometheus.yml'}",
         f"--storage.tsdb.path={workdir / 'data'}",
