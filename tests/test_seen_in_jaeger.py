@@ -117,6 +117,15 @@ async def test_each_run_is_one_trace_rooted_at_its_workflow_and_shaped_as_show_p
         assert tags(root)["otel_agents.run.id"] == run.run_id
         assert {service_in(trace, s) for s in trace["spans"]} == {service}
         assert {s["traceID"] for s in trace["spans"]} == {run.trace_id}
+        # a kind on every span: OpenInference's tag, and OpenTelemetry's (chat spans are clients)
+        for span in trace["spans"]:
+            kind = tags(span)["openinference.span.kind"]
+            name = span["operationName"]
+            assert kind == (
+                "LLM" if name.startswith("chat") else "AGENT" if name.startswith("invoke_agent") else "CHAIN"
+            )
+            calls_out = name.startswith(("chat", "invoke_agent"))  # util-genai's and AutoGen's own choice
+            assert tags(span)["span.kind"] == ("client" if calls_out else "internal"), name
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
