@@ -38,6 +38,16 @@ def instrumented_env(server: OpenAIServer, tmp_path: Path, **variables: str) -> 
     }
 
 
+def to_phoenix(phoenix: Phoenix, project: str) -> dict[str, str]:
+    """The distro's variables that send its traces to Phoenix, in a project of their own."""
+    return {
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix.http_endpoint,
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}",
+    }
+
+
 def run_instrumented(
     app: Path, server: OpenAIServer, tmp_path: Path, **variables: str
 ) -> subprocess.CompletedProcess[str]:
@@ -121,10 +131,7 @@ def test_two_team_runs_arrive_in_phoenix_as_two_traces(phoenix: Phoenix, tmp_pat
             APP,
             server,
             tmp_path,
-            OTEL_TRACES_EXPORTER="otlp",
-            OTEL_EXPORTER_OTLP_ENDPOINT=phoenix.http_endpoint,
-            OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
-            OTEL_RESOURCE_ATTRIBUTES=f"openinference.project.name={project}",
+            **to_phoenix(phoenix, project),
         )
     spans = phoenix.project_spans(project, count=2 * 14)
     assert_two_runs(by_trace(spans), server)
@@ -148,10 +155,7 @@ def test_a_service_answering_with_on_messages_shows_every_call_in_phoenix(phoeni
             APP.with_name("zero_code_service_app.py"),
             server,
             tmp_path,
-            OTEL_TRACES_EXPORTER="otlp",
-            OTEL_EXPORTER_OTLP_ENDPOINT=phoenix.http_endpoint,
-            OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
-            OTEL_RESOURCE_ATTRIBUTES=f"openinference.project.name={project}",
+            **to_phoenix(phoenix, project),
         )
         billed = server.request_count
     spans = phoenix.project_spans(project, count=3 * 3 + 1 + 5)
@@ -183,10 +187,7 @@ def test_a_core_app_on_grpc_workers_is_one_trace_per_conversation_with_its_model
         env = instrumented_env(
             server,
             tmp_path,
-            OTEL_TRACES_EXPORTER="otlp",
-            OTEL_EXPORTER_OTLP_ENDPOINT=phoenix.http_endpoint,
-            OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
-            OTEL_RESOURCE_ATTRIBUTES=f"openinference.project.name={project}",
+            **to_phoenix(phoenix, project),
             OTEL_BSP_SCHEDULE_DELAY="200",
         )
         serving = []

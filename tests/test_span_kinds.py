@@ -10,14 +10,13 @@ import pytest
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.conditions import MaxMessageTermination
 from autogen_agentchat.teams import RoundRobinGroupChat
-from autogen_core import CancellationToken, FunctionCall
-from autogen_core.models import CreateResult, RequestUsage
+from autogen_core import CancellationToken
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
 from tests.support.phoenix import Phoenix
 from tests.support.spans import one_trace
-from tests.support.teams import replay, text, writers_room
+from tests.support.teams import replay, text, tool_call, writers_room
 
 KIND = "openinference.span.kind"
 
@@ -37,12 +36,7 @@ def tool_team() -> RoundRobinGroupChat:
         """Look a city up."""
         return f"{city}: 12 degrees"
 
-    asks = CreateResult(
-        finish_reason="function_calls",
-        content=[FunctionCall(id="1", name="lookup", arguments='{"city": "Oslo"}')],
-        usage=RequestUsage(prompt_tokens=10, completion_tokens=3),
-        cached=False,
-    )
+    asks = tool_call("lookup", '{"city": "Oslo"}')
     agent = AssistantAgent("assistant", model_client=replay(asks, text("12 degrees")), tools=[lookup])
     return RoundRobinGroupChat([agent], termination_condition=MaxMessageTermination(3), name="weather")
 

@@ -78,19 +78,26 @@ def selector_room() -> Any:
     )
 
 
+def tool_call(
+    name: str, arguments: str, *, call_id: str = "1", prompt_tokens: int = 10, completion_tokens: int = 3
+) -> CreateResult:
+    """A model's answer asking for one tool call."""
+    from autogen_core import FunctionCall
+
+    return CreateResult(
+        finish_reason="function_calls",
+        content=[FunctionCall(id=call_id, name=name, arguments=arguments)],
+        usage=RequestUsage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
+        cached=False,
+    )
+
+
 def swarm() -> Any:
     from autogen_agentchat.conditions import HandoffTermination
     from autogen_agentchat.teams import Swarm
-    from autogen_core import FunctionCall
 
     def handoff(to: str) -> CreateResult:
-        call = FunctionCall(id=f"to-{to}", name=f"transfer_to_{to}", arguments="{}")
-        return CreateResult(
-            finish_reason="function_calls",
-            content=[call],
-            usage=RequestUsage(prompt_tokens=8, completion_tokens=2),
-            cached=False,
-        )
+        return tool_call(f"transfer_to_{to}", "{}", call_id=f"to-{to}", prompt_tokens=8, completion_tokens=2)
 
     writer = AssistantAgent("writer", model_client=replay(handoff("critic")), handoffs=["critic"])
     critic = AssistantAgent("critic", model_client=replay(handoff("user")), handoffs=["user"])
