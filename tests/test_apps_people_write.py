@@ -327,3 +327,22 @@ async def test_a_consumer_failing_at_the_first_item_leaves_a_run_with_every_bill
     assert run.attributes["otel_agents.stop_kind"] == "consumer_closed"
     assert run.attributes["gen_ai.usage.input_tokens"] == sum(c.attributes["gen_ai.usage.input_tokens"] for c in chats)
     assert run.attributes["gen_ai.usage.input_tokens"] == sum(b.prompt_tokens for b in openai_server.billed)
+
+
+async def test_a_team_on_a_runtime_started_before_its_run_makes_no_run_per_turn(capture: Capture) -> None:
+    """Its agents are called from the runtime's own task, outside the run's context: still turns."""
+    from autogen_core import SingleThreadedAgentRuntime
+
+    runtime = SingleThreadedAgentRuntime()
+    runtime.start()
+    try:
+        writer = AssistantAgent("writer", model_client=replay(text("draft")))
+        critic = AssistantAgent("critic", model_client=replay(text("notes")))
+        team = RoundRobinGroupChat(
+            [writer, critic], termination_condition=MaxMessageTermination(3), name="shared", runtime=runtime
+        )
+        await team.run(task="go")
+    finally:
+        await runtime.stop_when_idle()
+    roots = [s.name for s in capture.spans() if s.parent is None]
+    assert roots == ["invoke_workflow shared"], roots

@@ -182,6 +182,19 @@ def _cause(here: otel_context.Context) -> Node | None:
     return cause if cause is not None and not cause.run.ended else None
 
 
+def _in_a_message_handler() -> bool:
+    """Whether AutoGen's runtime is handling a message here (a team's turn calls its agent from a
+    handler; so does a `RoutedAgent` wrapping an agent): then the agent's call is part of that
+    work, whatever spans are or are not recorded around it."""
+    from autogen_core import MessageHandlerContext
+
+    try:
+        MessageHandlerContext.agent_id()
+    except RuntimeError:
+        return False
+    return True
+
+
 def _within_a_run(here: otel_context.Context) -> bool:
     """Whether `here` is inside a run, open or ended (a team running on after its consumer left)."""
     if in_run(here):
@@ -343,7 +356,7 @@ def _message_run_starter(agent: object) -> Callable[[], WorkflowSpan | None] | N
     run of its own, an `invoke_agent {agent}` root, when the app calls it outside any run while
     AutoGen is instrumented; None inside a run (AutoGen's turn in a team, the agent's `run`,
     `AgentTool`, `on_messages` calling `on_messages_stream`: nothing of ours is added)."""
-    if not wrapping.every_run() or _within_a_run(otel_context.get_current()):
+    if not wrapping.every_run() or _within_a_run(otel_context.get_current()) or _in_a_message_handler():
         return None
     telemetry = current(None)
     if telemetry.disabled:
