@@ -297,20 +297,34 @@ def _wrap_agent_run(original: Callable[..., Awaitable[Any]]) -> Callable[..., Aw
     """An agent's `run` does not stream: its message spans come from the `TaskResult`'s messages
     (no latency), recorded when it returns."""
 
+    def start(agent: Any) -> WorkflowSpan | None:
+        how = _starter(agent)
+        return how[0]() if how is not None else None
+
+    return _awaited(original, start, _record_task_result)
+
+
+def _awaited(
+    original: Callable[..., Awaitable[Any]],
+    start: Callable[[Any], WorkflowSpan | None],
+    record: Callable[[WorkflowSpan, Any], None],
+) -> Callable[..., Awaitable[Any]]:
+    """`original` (an agent's `run` or `on_messages`) recorded by what `start(agent)` makes, if
+    anything, and its result by `record`."""
+
     @functools.wraps(original)
-    async def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+    async def awaited(self: Any, *args: Any, **kwargs: Any) -> Any:
         recorder = None
         if wrapping.active():
             try:
-                how = _starter(self)
-                recorder = how[0]() if how is not None else None
-            except Exception:  # never break the run
+                recorder = start(self)
+            except Exception:  # never break the call
                 recorder = None
         if recorder is None:
             return await original(self, *args, **kwargs)
-        return await _recorded(recorder, original(self, *args, **kwargs), _record_task_result)
+        return await _recorded(recorder, original(self, *args, **kwargs), record)
 
-    return run
+    return awaited
 
 
 def _record_task_result(recorder: WorkflowSpan, result: Any) -> None:
@@ -367,20 +381,11 @@ def _message_run_starter(agent: object) -> Callable[[], WorkflowSpan | None] | N
 
 
 def _wrap_on_messages(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    @functools.wraps(original)
-    async def on_messages(self: Any, *args: Any, **kwargs: Any) -> Any:
-        recorder = None
-        if wrapping.active():
-            try:
-                start = _message_run_starter(self)
-                recorder = start() if start is not None else None
-            except Exception:  # never break the call
-                recorder = None
-        if recorder is None:
-            return await original(self, *args, **kwargs)
-        return await _recorded(recorder, original(self, *args, **kwargs), _record_response)
+    def start(agent: Any) -> WorkflowSpan | None:
+        starter = _message_run_starter(agent)
+        return starter() if starter is not None else None
 
-    return on_messages
+    return _awaited(original, start, _record_response)
 
 
 def _wrap_on_messages_stream(original: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:

@@ -37,6 +37,11 @@ class ContentPolicy:
     def enabled(self) -> bool:
         return self.mode != "NO_CONTENT"
 
+    @property
+    def on_span(self) -> bool:
+        """Content goes on spans as attributes (`SPAN_ONLY`, `SPAN_AND_EVENT`)."""
+        return self.mode in ("SPAN_ONLY", "SPAN_AND_EVENT")
+
     def clean(self, text: str) -> str:
         """`text` through `redact` (a failing redact records a marker, never the text)."""
         if self.redact is None:
@@ -66,7 +71,7 @@ class ContentPolicy:
         """Put content on the span as attributes, as an event, or both, as the mode says."""
         if not attributes or not self.enabled:
             return
-        if self.mode in ("SPAN_ONLY", "SPAN_AND_EVENT"):
+        if self.on_span:
             span.set_attributes(dict(attributes))
         if self.mode in ("EVENT_ONLY", "SPAN_AND_EVENT"):
             span.add_event(event_name, dict(attributes))

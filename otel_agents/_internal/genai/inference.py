@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SCOPE: Final = "otel_agents"
-_SPAN_MODES: Final = ("SPAN_ONLY", "SPAN_AND_EVENT")
 _EVENT_MODES: Final = ("EVENT_ONLY", "SPAN_AND_EVENT")
 
 _MISSING: Final = object()
@@ -134,7 +133,7 @@ class Inference:
         if cost_usd is not None:
             invocation.attributes[sc.COST_USD] = cost_usd
         if content and self._content.enabled:
-            if self._content.mode in _SPAN_MODES:
+            if self._content.on_span:
                 invocation.attributes.update(content)
             if self._content.mode in _EVENT_MODES and not self.suppressed:
                 invocation.span.add_event(sc.GEN_AI_INFERENCE_DETAILS_EVENT, dict(content))

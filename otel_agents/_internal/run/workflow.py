@@ -67,7 +67,6 @@ def end_open_runs(provider: trace.TracerProvider | None) -> None:
             logger.warning("otel-agents could not end a run at shutdown", exc_info=True)
 
 
-_SPAN_MODES: Final = ("SPAN_ONLY", "SPAN_AND_EVENT")
 _IN_RUN: Final = otel_context.create_key("otel_agents.in_run")
 
 
@@ -211,7 +210,7 @@ class WorkflowSpan:
                 text = to_text() if callable(to_text) else getattr(item, "content", None)
                 if isinstance(text, str):
                     content.record(message_span, {sc.MESSAGE_CONTENT: content.text(text)}, "otel_agents.message")
-                    if content.mode in _SPAN_MODES:  # the run's input (the task) and output (the last word)
+                    if content.on_span:  # the run's input (the task) and output (the last word)
                         if index == 0:
                             self.span.set_attribute(sc.INPUT_VALUE, content.text(text))
                         self._output = text
