@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -15,13 +16,14 @@ from autogen_agentchat.conditions import MaxMessageTermination
 from autogen_agentchat.messages import TextMessage
 from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_agentchat.tools import AgentTool
-from autogen_core import CancellationToken
+from autogen_core import CancellationToken, MessageContext, RoutedAgent, message_handler
 from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, RequestUsage, UserMessage
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
+from otel_agents._internal.tracing import publish_roots
 from tests.conftest import Capture
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.spans import one_trace
@@ -346,3 +348,64 @@ async def test_a_team_on_a_runtime_started_before_its_run_makes_no_run_per_turn(
         await runtime.stop_when_idle()
     roots = [s.name for s in capture.spans() if s.parent is None]
     assert roots == ["invoke_workflow shared"], roots
+
+
+@dataclass
+class Note:
+    text: str
+
+
+class Listener(RoutedAgent):
+    """An autogen-core agent that asks a model about every note published to its topic."""
+
+    def __init__(self, client: ChatCompletionClient) -> None:
+        super().__init__("listens")
+        self._client = client
+
+    @message_handler
+    async def on_note(self, message: Note, ctx: MessageContext) -> None:
+        await self._client.create([UserMessage(content=message.text, source="user")])
+
+
+async def test_a_publish_no_one_receives_makes_no_span_and_a_received_one_roots_its_processing(
+    capture: Capture,
+) -> None:
+    """On the single-threaded runtime with default settings, outside any run and any span."""
+    from autogen_core import SingleThreadedAgentRuntime, TopicId, TypeSubscription
+
+    runtime = SingleThreadedAgentRuntime()
+    await Listener.register(runtime, "listener", lambda: Listener(replay(text("noted"), text("noted"))))
+    await runtime.add_subscription(TypeSubscription("notes", "listener"))
+    runtime.start()
+    await runtime.publish_message(Note("to nobody"), TopicId("nobody-listens", "default"))
+    await runtime.publish_message(Note("to the listener"), TopicId("notes", "default"))
+    await runtime.stop_when_idle()
+
+    spans = capture.spans()
+    assert not [s for s in spans if "nobody-listens" in s.name], [s.name for s in spans]
+    tree = one_trace(spans)
+    assert tree.root.name == "autogen create notes" and tree.root.parent is None
+    (process,) = tree.named("autogen process listener")
+    assert process.parent is not None and process.parent.span_id == tree.root.context.span_id
+    assert [link.context for link in process.links] == [tree.root.context], "linked to the root, not its stand-in"
+    (call,) = tree.named("chat")
+    assert call.parent is not None and call.parent.span_id == process.context.span_id
+    assert tree.root.end_time is not None and tree.root.start_time is not None
+    assert tree.root.start_time <= process.start_time, "timed as the create block was"
+    assert publish_roots.waiting() == 0, "each message is forgotten once delivered"
+
+
+async def test_published_messages_waiting_for_delivery_are_bounded_and_forgotten_once_delivered(
+    capture: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from autogen_core import SingleThreadedAgentRuntime, TopicId
+
+    monkeypatch.setattr(publish_roots, "PENDING_KEPT", 3)
+    runtime = SingleThreadedAgentRuntime()
+    for n in range(5):  # queued: the runtime has not started delivering
+        await runtime.publish_message(Note(f"note {n}"), TopicId("nobody-listens", "default"))
+    assert publish_roots.waiting() == 3, "the oldest are forgotten first"
+    runtime.start()
+    await runtime.stop_when_idle()
+    assert publish_roots.waiting() == 0
+    assert not capture.spans()

@@ -86,6 +86,37 @@ async def test_the_runtimes_own_spans() -> None:
 
 
 @pins(
+    "RUNTIME_OPERATION_CREATE",
+    "RUNTIME_OPERATION_PUBLISH",
+    "RUNTIME_TOPIC_DESTINATION_SUFFIX",
+    "SINGLE_THREADED_RUNTIME_TRACER",
+)
+async def test_a_publish_on_the_single_threaded_runtime_is_delivered_inside_its_publish_block() -> None:
+    """`create ...-T` at `publish_message`, then, in the runtime's loop, `publish ...-T` around the
+    `process` span of every recipient (which `tracing.publish_roots` starts the root in)."""
+    names, spans = await builtin_spans()
+    assert ag.SINGLE_THREADED_RUNTIME_TRACER in names
+    mine = [
+        s
+        for s in spans
+        if s.instrumentation_scope and s.instrumentation_scope.name == ag.SINGLE_THREADED_RUNTIME_TRACER
+    ]
+    creates = [s for s in mine if s.name.startswith(f"autogen {ag.RUNTIME_OPERATION_CREATE} ")]
+    assert any(s.name.endswith(ag.RUNTIME_TOPIC_DESTINATION_SUFFIX) for s in creates), [s.name for s in creates]
+    publishes = [s for s in mine if s.name.startswith(f"autogen {ag.RUNTIME_OPERATION_PUBLISH} ")]
+    assert publishes and all(s.name.endswith(ag.RUNTIME_TOPIC_DESTINATION_SUFFIX) for s in publishes)
+    published_by = {p.links[0].context.span_id: p for p in publishes if p.links}  # its create span
+    delivered = [
+        (published_by[s.links[0].context.span_id], s)
+        for s in mine
+        if s.name.startswith("autogen process ") and s.links and s.links[0].context.span_id in published_by
+    ]
+    assert delivered, "published messages reach their recipients through a publish block"
+    for publish, process in delivered:
+        assert publish.start_time <= process.start_time and process.end_time <= publish.end_time  # type: ignore[operator]
+
+
+@pins(
     "OPERATION_INVOKE_AGENT",
     "OPERATION_CREATE_AGENT",
     "OPERATION_EXECUTE_TOOL",

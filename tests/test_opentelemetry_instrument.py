@@ -236,3 +236,33 @@ def test_a_core_app_on_grpc_workers_is_one_trace_per_conversation_with_its_model
         ids = {s["context"]["span_id"] for s in spans}
         assert all(s["parent_id"] in ids for s in spans if s["parent_id"] is not None), "no orphan"
         assert "otel_agents.run.id" not in root["attributes"], "a core app's root carries no run totals"
+
+
+def test_a_core_app_on_one_runtime_is_one_trace_per_conversation_and_a_publish_no_one_receives_none(
+    phoenix: Phoenix, tmp_path: Path
+) -> None:
+    project = "zero-code-core-local"
+    app = APP.with_name("zero_code_core_app.py")
+    with OpenAIServer() as server:
+        env = instrumented_env(server, tmp_path, **to_phoenix(phoenix, project), OTEL_SERVICE_NAME="local")
+        local = subprocess.run(
+            [str(INSTRUMENT), sys.executable, str(app), "local", "-"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert local.returncode == 0, local.stderr[-3000:]
+        billed = server.request_count
+    assert billed == 4
+    spans = phoenix.project_spans(project, count=2 * 6)
+    assert not [s["name"] for s in spans if "announcements" in s["name"]], "delivered to no one: no span"
+    traces = by_trace(spans)
+    assert len(traces) == 2, [sorted(s["name"] for s in t) for t in traces.values()]
+    for trace_spans in traces.values():
+        (root,) = [s for s in trace_spans if s["parent_id"] is None]
+        assert root["name"] == "autogen create draft-requests", root["name"]
+        assert len([s for s in trace_spans if s["name"].startswith("chat")]) == 2, "the writer's and the editor's call"
+        ids = {s["context"]["span_id"] for s in trace_spans}
+        assert all(s["parent_id"] in ids for s in trace_spans if s["parent_id"] is not None), "no orphan"

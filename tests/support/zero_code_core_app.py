@@ -6,7 +6,10 @@ AutoGen's gRPC runtime, run by the tests under `opentelemetry-instrument` (defau
 - `writer`, `editor`: a worker each; the writer drafts on `draft-requests` and publishes to `drafts`,
   the editor reviews on `drafts` and publishes to `reviews`; each asks the model once a message;
 - `main`: publishes two draft requests from its `main()`, outside any span (two conversations),
-  and waits for both reviews.
+  and waits for both reviews;
+- `local` (HOST_ADDRESS ignored): the writer, the editor and the desk on one
+  `SingleThreadedAgentRuntime`; publishes an announcement no one subscribes to, then the two draft
+  requests, and waits for both reviews.
 Workers print "ready" once serving and stop when their standard input closes. The OpenAI client's
 base URL and key come from `OPENAI_BASE_URL` / `OPENAI_API_KEY`.
 """
@@ -19,6 +22,7 @@ from autogen_core import (
     DefaultTopicId,
     MessageContext,
     RoutedAgent,
+    SingleThreadedAgentRuntime,
     TopicId,
     TypeSubscription,
     message_handler,
@@ -86,7 +90,27 @@ async def worker(host_address: str) -> GrpcWorkerAgentRuntime:
     return runtime
 
 
+async def on_one_machine() -> None:
+    runtime = SingleThreadedAgentRuntime()
+    done: asyncio.Queue[Review] = asyncio.Queue()
+    await Writer.register(runtime, "writer", Writer)
+    await Editor.register(runtime, "editor", Editor)
+    await Desk.register(runtime, "desk", lambda: Desk(done))
+    for topic, agent in (("draft-requests", "writer"), ("drafts", "editor"), ("reviews", "desk")):
+        await runtime.add_subscription(TypeSubscription(topic, agent))
+    runtime.start()
+    await runtime.publish_message(DraftRequest(topic="nobody"), TopicId("announcements", "default"))
+    for topic in ("tracing", "sampling"):
+        await runtime.publish_message(DraftRequest(topic=topic), DefaultTopicId("draft-requests"))
+    for _ in range(2):
+        await asyncio.wait_for(done.get(), timeout=60)
+    await runtime.stop_when_idle()
+
+
 async def serve(role: str, host_address: str) -> None:
+    if role == "local":
+        await on_one_machine()
+        return
     if role == "host":
         host = GrpcWorkerAgentRuntimeHost(address=host_address)
         host.start()

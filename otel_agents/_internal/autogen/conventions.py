@@ -19,7 +19,11 @@ RUNTIME_TRACER_PREFIX: Final = "autogen "
 RUNTIME_SPAN_NAME: Final = re.compile(r"^autogen (create|send|publish|process|ack)(?: (.*))?$")
 """`autogen {operation} {destination}`; the destination holds per-team UUIDs."""
 RUNTIME_OPERATION_ACK: Final = "ack"
-RUNTIME_OPERATIONS_DROPPED_WHEN_NESTED: Final = frozenset({"create", RUNTIME_OPERATION_ACK, "publish"})
+RUNTIME_OPERATION_CREATE: Final = "create"
+RUNTIME_OPERATION_PUBLISH: Final = "publish"
+RUNTIME_OPERATIONS_DROPPED_WHEN_NESTED: Final = frozenset(
+    {RUNTIME_OPERATION_CREATE, RUNTIME_OPERATION_ACK, RUNTIME_OPERATION_PUBLISH}
+)
 """Runtime spans that say nothing a reader needs, not recorded even with runtime spans `nested`:
 creating a message to send or publish (`create`, on the sender's side: `send_message` and
 `publish_message` inject the trace context into the envelope inside it), acknowledging a message
@@ -28,6 +32,13 @@ sender and recipient)."""
 RUNTIME_SPAN_UUID: Final = re.compile(r"_?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 RUNTIME_SPAN_DESTINATION_KEY: Final = re.compile(r"\.\([^)]*\)-[AT]$")
 """The agent-key suffix of a destination: `.(key)-A` (an agent) or `-T` (a topic)."""
+RUNTIME_TOPIC_DESTINATION_SUFFIX: Final = "-T"
+"""How a runtime span's destination ends when it is a topic (`{type}.({source})-T`): a `create` span
+with it is a `publish_message`, one with `-A` a `send_message`."""
+SINGLE_THREADED_RUNTIME_TRACER: Final = "autogen SingleThreadedAgentRuntime"
+"""The tracer name of `SingleThreadedAgentRuntime`'s spans. That runtime delivers a published message
+in-process: the `process` spans a publish causes all start inside its own `publish` block (the gRPC
+worker's tracer, `autogen Worker Runtime`, hands the message to a host that delivers it elsewhere)."""
 RUNTIME_CONTENT_ATTRIBUTES: Final = frozenset({"message"})
 """The runtime's `process` spans carry the whole message JSON (user content) in `message`."""
 TELEMETRY_LINKS_MODULE: Final = "autogen_core._telemetry._tracing"

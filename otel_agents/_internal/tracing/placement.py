@@ -15,7 +15,9 @@ and then start the span through the SDK tracer's own `start_span`:
   AutoGen into the next message's envelope), which keeps the chain of causes intact. With `nested`,
   `create`, `ack` and `publish` spans are not recorded either (they say nothing a reader needs),
   except outside any run with no span open and no sender: then a `create` or `publish` span is the
-  root of the trace the message's processing joins;
+  root of the trace the message's processing joins (on the single-threaded runtime, a published
+  message's root starts at its delivery, and a publish no one receives makes no span:
+  `tracing.publish_roots`);
 - an agent turn (`invoke_agent`) goes directly under the workflow of its cause;
 - any other span goes under its parent, or under the workflow when the parent is a runtime span
   (a model call made by no agent, such as a selector choosing the next speaker);
@@ -45,6 +47,7 @@ from otel_agents._internal import keys as sc
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.config.settings import RuntimeSpans
 from otel_agents._internal.run.state import Run
+from otel_agents._internal.tracing import publish_roots
 from otel_agents._internal.tracing.registry import REGISTRY, Node, Trail
 
 logger = logging.getLogger(__name__)
@@ -57,6 +60,8 @@ _UNRECORDED_WHEN_NESTED: Final = tuple(
     f"{ag.RUNTIME_TRACER_PREFIX}{op}" for op in ag.RUNTIME_OPERATIONS_DROPPED_WHEN_NESTED
 )
 _ACK: Final = f"{ag.RUNTIME_TRACER_PREFIX}{ag.RUNTIME_OPERATION_ACK}"
+_CREATE: Final = f"{ag.RUNTIME_TRACER_PREFIX}{ag.RUNTIME_OPERATION_CREATE} "
+_PUBLISH: Final = f"{ag.RUNTIME_TRACER_PREFIX}{ag.RUNTIME_OPERATION_PUBLISH} "
 
 
 class Role(enum.Enum):
@@ -234,11 +239,29 @@ class RunAwareTracer(trace.Tracer):
                 sender = _remote_sender(parent, links)
                 if name.startswith(_UNRECORDED_WHEN_NESTED):
                     stand_in = parent if parent.is_valid else sender
+                    if stand_in is None and self._delivers_here(name):
+                        return self._published(name, kind, attributes, links)
+                    if stand_in is not None and name.startswith(_PUBLISH):
+                        delivered = publish_roots.pending(stand_in)
+                        if delivered is not None:
+                            return publish_roots.delivery(delivered)
                     if stand_in is not None or name.startswith(_ACK):
                         return NonRecordingSpan(stand_in or trace.INVALID_SPAN_CONTEXT)
                     # a message created or published with no span open: recorded, as the root of
                     # the trace its processing joins (here, or in another process over gRPC)
                 name, attributes = stable_runtime_span_name(name), without_content(attributes)
+                delivered = publish_roots.pending(parent if parent.is_valid else sender)
+                if delivered is not None:  # a message published with no span open, delivered here
+                    return self._tracer_of(self._provider.delegate()).start_span(
+                        name,
+                        _context_of(delivered.root()),
+                        kind,
+                        attributes,
+                        delivered.links_to_root(links),
+                        start_time,
+                        record_exception,
+                        set_status_on_exception,
+                    )
                 if sender is not None:
                     # A message from another process (gRPC metadata) or another task, outside any
                     # tapped run: the span goes under its sender, in the sender's trace, and the
@@ -281,6 +304,24 @@ class RunAwareTracer(trace.Tracer):
             agent = None if cause.is_runtime else cause.agent
             REGISTRY.add(own, Node(cause.trail, cause.anchor, cause.workflow, False, agent))
         return span
+
+    def _delivers_here(self, name: str) -> bool:
+        """Whether `name` is a `publish_message`'s `create` span on the runtime that delivers it here."""
+        return (
+            self._name == ag.SINGLE_THREADED_RUNTIME_TRACER
+            and name.startswith(_CREATE)
+            and name.endswith(ag.RUNTIME_TOPIC_DESTINATION_SUFFIX)
+        )
+
+    def _published(self, name: str, kind: SpanKind, attributes: types.Attributes, links: Sequence[Link] | None) -> Span:
+        """A message published with no span open: its root starts at its delivery (`publish_roots`)."""
+        tracer = self._tracer_of(self._provider.delegate())
+        name, attributes = stable_runtime_span_name(name), without_content(attributes)
+
+        def start_root(start_time: int) -> Span:
+            return tracer.start_span(name, Context(), kind, attributes, links, start_time)
+
+        return publish_roots.created(start_root)
 
     def _runtime_span_in_run(
         self,
