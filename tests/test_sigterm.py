@@ -33,6 +33,7 @@ from tests.test_zero_code import UnhashableTracerProvider
 
 ROOT = Path(__file__).resolve().parents[1]
 UVICORN = Path(sys.executable).parent / "uvicorn"
+GUNICORN = Path(sys.executable).parent / "gunicorn"
 LONG_SCHEDULE = {"OTEL_BSP_SCHEDULE_DELAY": "60000"}
 """The batch schedule exports nothing within a test: only our flush can deliver."""
 
@@ -228,16 +229,14 @@ def test_the_flush_thread_serves_a_forked_child(tmp_path: Path) -> None:
     assert stdout.strip() == "child exported", stderr[-2000:]
 
 
-def test_a_uvicorn_service_stopped_by_sigterm_delivers_every_finished_run_to_phoenix(
-    phoenix: Phoenix, tmp_path: Path
-) -> None:
-    project = "sigterm-uvicorn"
-    port = free_port()
-    env = {
+def service_env(project: str, tmp_path: Path, phoenix: Phoenix) -> dict[str, str]:
+    """The distro's settings of a service exporting to Phoenix, with a batch schedule that exports
+    nothing by itself."""
+    return {
         "PATH": os.environ["PATH"],
         "HOME": str(tmp_path),
         "XDG_DATA_HOME": str(tmp_path / "data"),
-        "OTEL_SERVICE_NAME": "sigterm-uvicorn",
+        "OTEL_SERVICE_NAME": project,
         "OTEL_METRICS_EXPORTER": "none",
         "OTEL_LOGS_EXPORTER": "none",
         "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "autogen_agentchat",
@@ -247,26 +246,25 @@ def test_a_uvicorn_service_stopped_by_sigterm_delivers_every_finished_run_to_pho
         "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}",
         **LONG_SCHEDULE,
     }
-    log = tmp_path / "uvicorn.log"
-    command = [str(INSTRUMENT), str(UVICORN), "--host", "127.0.0.1", "--port", str(port)]
-    command += ["--app-dir", str(ROOT), "tests.support.sigterm_app:app"]
+
+
+def serve_runs_then_sigterm(command: list[str], env: dict[str, str], port: int, log: Path, runs: int) -> int:
+    """Start the service, run the team `runs` times through it, send SIGTERM right after the last
+    run; the service's exit status."""
     server = subprocess.Popen(command, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
-    runs = 3
     try:
         wait_ready(f"http://127.0.0.1:{port}/healthz", server, log)
         for _ in range(runs):
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/run", timeout=60) as response:
                 assert response.status == 200
-        server.send_signal(signal.SIGTERM)  # right after the last run
-        server.wait(timeout=60)
+        server.send_signal(signal.SIGTERM)
+        return server.wait(timeout=60)
     finally:
         if server.poll() is None:
             stop_process(server)
-    output = log.read_text()
-    assert "Shutting down" in output, output[-3000:]  # uvicorn's graceful shutdown ran
-    # uvicorn ends by raising the signal again once its shutdown is done: its usual exit status
-    assert server.returncode == -signal.SIGTERM, output[-3000:]
 
+
+def assert_every_run_arrived(phoenix: Phoenix, project: str, runs: int) -> None:
     spans_per_run = 8  # run, 3 messages, 2 turns, 2 chat calls
     traces = by_trace(phoenix.project_spans(project, count=runs * spans_per_run))
     assert len(traces) == runs, [sorted(s["name"] for s in t) for t in traces.values()]
@@ -285,3 +283,37 @@ def test_a_uvicorn_service_stopped_by_sigterm_delivers_every_finished_run_to_pho
             "message user",
             "message writer",
         ]
+
+
+def test_a_uvicorn_service_stopped_by_sigterm_delivers_every_finished_run_to_phoenix(
+    phoenix: Phoenix, tmp_path: Path
+) -> None:
+    project = "sigterm-uvicorn"
+    port = free_port()
+    log = tmp_path / "uvicorn.log"
+    command = [str(INSTRUMENT), str(UVICORN), "--host", "127.0.0.1", "--port", str(port)]
+    command += ["--app-dir", str(ROOT), "tests.support.sigterm_app:app"]
+    status = serve_runs_then_sigterm(command, service_env(project, tmp_path, phoenix), port, log, runs=3)
+    output = log.read_text()
+    assert "Shutting down" in output, output[-3000:]  # uvicorn's graceful shutdown ran
+    # uvicorn ends by raising the signal again once its shutdown is done: its usual exit status
+    assert status == -signal.SIGTERM, output[-3000:]
+    assert_every_run_arrived(phoenix, project, runs=3)
+
+
+def test_a_gunicorn_worker_stopped_by_sigterm_delivers_every_finished_run_to_phoenix(
+    phoenix: Phoenix, tmp_path: Path
+) -> None:
+    """gunicorn's master hands SIGTERM to its worker (uvicorn's worker class), which shuts down
+    gracefully and exits; the master then exits 0."""
+    project = "sigterm-gunicorn"
+    port = free_port()
+    log = tmp_path / "gunicorn.log"
+    command = [str(INSTRUMENT), str(GUNICORN), "--bind", f"127.0.0.1:{port}", "--workers", "1"]
+    command += ["--worker-class", "uvicorn.workers.UvicornWorker", "--chdir", str(ROOT)]
+    command += ["tests.support.sigterm_app:app"]
+    status = serve_runs_then_sigterm(command, service_env(project, tmp_path, phoenix), port, log, runs=3)
+    output = log.read_text()
+    assert "Handling signal: term" in output and "Application shutdown complete" in output, output[-3000:]
+    assert status == 0, output[-3000:]
+    assert_every_run_arrived(phoenix, project, runs=3)
