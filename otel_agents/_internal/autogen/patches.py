@@ -1,4 +1,5 @@
-"""What otel-agents wraps in AutoGen, and where a run starts.
+"""What otel-agents wraps in AutoGen; each wrapper hands over to `run/` (`run.starts` decides
+whether a call is a run of its own, nested in the run current there, or none).
 
 `install()` (every `configure()`, each tap, and `AutoGenInstrumentor`) puts in place, through
 `wrapping` so that `uninstrument()` can give every original back:
@@ -15,28 +16,21 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import functools
 import logging
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace
-
-from otel_agents._internal import keys as sc
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen import wrapping
-from otel_agents._internal.run import attribution
+from otel_agents._internal.run import attribution, starts, turns
+from otel_agents._internal.run.awaited import record_response, record_task_result, recorded
 from otel_agents._internal.run.follow import Kind, RunStream
-from otel_agents._internal.run.start import start_run, workflow_name
-from otel_agents._internal.run.stop import CANCELLED
-from otel_agents._internal.run.workflow import WorkflowSpan, in_run
-from otel_agents._internal.telemetry import AUTOGEN_TRACERS, current
-from otel_agents._internal.tracing.registry import REGISTRY, Node
+from otel_agents._internal.run.start import workflow_name
+from otel_agents._internal.run.workflow import WorkflowSpan
+from otel_agents._internal.telemetry import AUTOGEN_TRACERS
 
 logger = logging.getLogger(__name__)
 
@@ -150,68 +144,13 @@ def _on_grpc_runtime_import(module: object) -> None:
         private.install_grpc()
 
 
-def _starter(runner: object) -> tuple[Callable[[], WorkflowSpan | None], Kind] | None:
-    """How a run of `runner` starting here is recorded, or None (AutoGen's own stream, untouched).
-
-    Instrumented, every run is recorded; whether as a run of its own or nested in the traced run
-    current where it starts is decided at its first item (a stream made in one place may be
-    iterated inside another traced run: `tap(my_filter(team.run_stream()))`). Otherwise only a run
-    started inside a traced run is recorded, nested in it.
-    """
-    made_in, given = otel_context.get_current(), attribution.given_here()
-    name = workflow_name(runner)
-    if wrapping.every_run():
-        telemetry = current(None)
-        if telemetry.disabled:
-            return None
+def _starts(runner: object) -> tuple[Callable[[], WorkflowSpan | None], Kind] | None:
+    """`starts.of_run`, with the classes defined since `install()` wrapped first when every run is
+    traced."""
+    every_run = wrapping.every_run()
+    if every_run:
         install_new_classes()  # model client and tool classes defined since instrumenting
-
-        def start() -> WorkflowSpan | None:
-            return _nested(name, otel_context.get_current()) or start_run(
-                telemetry, name, made_in, runner=runner, given=given
-            )
-
-        return start, "run"
-    if _cause(made_in) is None:
-        return None
-    return (lambda: _nested(name, made_in)), "nested"
-
-
-def _cause(here: otel_context.Context) -> Node | None:
-    cause = REGISTRY.lookup(trace.get_current_span(here).get_span_context())
-    return cause if cause is not None and not cause.run.ended else None
-
-
-def _in_a_message_handler() -> bool:
-    """Whether AutoGen's runtime is handling a message here (a team's turn calls its agent from a
-    handler; so does a `RoutedAgent` wrapping an agent): then the agent's call is part of that
-    work, whatever spans are or are not recorded around it."""
-    from autogen_core import MessageHandlerContext
-
-    try:
-        MessageHandlerContext.agent_id()
-    except RuntimeError:
-        return False
-    return True
-
-
-def _within_a_run(here: otel_context.Context) -> bool:
-    """Whether `here` is inside a run, open or ended (a team running on after its consumer left)."""
-    if in_run(here):
-        return True
-    current_span = trace.get_current_span(here).get_span_context()
-    if not current_span.is_valid:
-        return False
-    return REGISTRY.lookup(current_span) is not None or REGISTRY.of_ended_run(current_span, None) is not None
-
-
-def _nested(name: str, here: otel_context.Context) -> WorkflowSpan | None:
-    """An `invoke_workflow {name}` span under the workflow of the traced run current `here`."""
-    cause = _cause(here)
-    if cause is None:
-        return None
-    under = trace.set_span_in_context(trace.NonRecordingSpan(cause.workflow), here)
-    return WorkflowSpan(cause.run, name, under, within=cause.trail)
+    return starts.of_run(runner, every_run=every_run)
 
 
 def _wrap_run_stream(original: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
@@ -221,7 +160,7 @@ def _wrap_run_stream(original: Callable[..., AsyncIterator[Any]]) -> Callable[..
         if not wrapping.active():
             return stream
         try:
-            how = _starter(self)
+            how = _starts(self)
         except Exception:  # never break the run
             return stream
         if how is None:
@@ -298,10 +237,10 @@ def _wrap_agent_run(original: Callable[..., Awaitable[Any]]) -> Callable[..., Aw
     (no latency), recorded when it returns."""
 
     def start(agent: Any) -> WorkflowSpan | None:
-        how = _starter(agent)
+        how = _starts(agent)
         return how[0]() if how is not None else None
 
-    return _awaited(original, start, _record_task_result)
+    return _awaited(original, start, record_task_result)
 
 
 def _awaited(
@@ -322,70 +261,26 @@ def _awaited(
                 recorder = None
         if recorder is None:
             return await original(self, *args, **kwargs)
-        return await _recorded(recorder, original(self, *args, **kwargs), record)
+        return await recorded(recorder, original(self, *args, **kwargs), record)
 
     return awaited
 
 
-def _record_task_result(recorder: WorkflowSpan, result: Any) -> None:
-    for message in getattr(result, "messages", ()):
-        recorder.on_item(message, timed=False)
-    recorder.on_item(result)
-
-
-def _record_response(recorder: WorkflowSpan, response: Any) -> None:
-    for message in getattr(response, "inner_messages", None) or ():
-        recorder.on_item(message, timed=False)
-    recorder.on_item(response, timed=False)
-
-
-async def _recorded(recorder: WorkflowSpan, call: Awaitable[Any], record: Callable[[WorkflowSpan, Any], None]) -> Any:
-    """Await `call` (an agent's `run` or `on_messages`) with the run's span current, then record
-    what it returned; the run ends whatever happens."""
-    token = otel_context.attach(recorder.context)
-    try:
-        result = await call
-    except asyncio.CancelledError:
-        recorder.stopped(CANCELLED)
-        raise
-    except BaseException as exc:
-        recorder.failed(exc)
-        raise
-    else:
-        try:
-            record(recorder, result)
-        except Exception:  # recording never breaks the run
-            logger.warning("otel-agents could not record the result of %r", recorder.run.workflow, exc_info=True)
-        return result
-    finally:
-        otel_context.detach(token)
-        try:
-            recorder.end()
-        except Exception:
-            logger.warning("otel-agents could not end a span", exc_info=True)
-
-
-def _message_run_starter(agent: object) -> Callable[[], WorkflowSpan | None] | None:
-    """How a run of `agent`'s `on_messages`/`on_messages_stream` called here is recorded: as a
-    run of its own, an `invoke_agent {agent}` root, when the app calls it outside any run while
-    AutoGen is instrumented; None inside a run (AutoGen's turn in a team, the agent's `run`,
-    `AgentTool`, `on_messages` calling `on_messages_stream`: nothing of ours is added)."""
-    if not wrapping.every_run() or _within_a_run(otel_context.get_current()) or _in_a_message_handler():
-        return None
-    telemetry = current(None)
-    if telemetry.disabled:
-        return None
-    install_new_classes()
-    made_in, given, name = otel_context.get_current(), attribution.given_here(), workflow_name(agent)
-    return lambda: start_run(telemetry, name, made_in, runner=agent, given=given, operation=sc.OPERATION_INVOKE_AGENT)
+def _message_call_starts(agent: object) -> Callable[[], WorkflowSpan | None] | None:
+    """`starts.of_message_call`, with the classes defined since `install()` wrapped first when it
+    starts a run."""
+    start = starts.of_message_call(agent, every_run=wrapping.every_run())
+    if start is not None:
+        install_new_classes()
+    return start
 
 
 def _wrap_on_messages(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     def start(agent: Any) -> WorkflowSpan | None:
-        starter = _message_run_starter(agent)
+        starter = _message_call_starts(agent)
         return starter() if starter is not None else None
 
-    return _awaited(original, start, _record_response)
+    return _awaited(original, start, record_response)
 
 
 def _wrap_on_messages_stream(original: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
@@ -395,37 +290,12 @@ def _wrap_on_messages_stream(original: Callable[..., AsyncIterator[Any]]) -> Cal
         if not wrapping.active():
             return stream
         try:
-            start = _message_run_starter(self)
+            start = _message_call_starts(self)
             if start is None:
-                turn = _turn_here()
-                return _marked(stream, turn) if turn is not None else stream
+                turn = turns.turn_here()
+                return turns.marked(stream, turn) if turn is not None else stream
         except Exception:  # never break the call
             return stream
         return RunStream(stream, start, kind="run", name=workflow_name(self), runner=self)
 
     return on_messages_stream
-
-
-def _turn_here() -> Node | None:
-    """The agent turn (AutoGen's `invoke_agent` span, in a run) current here, if any."""
-    here = trace.get_current_span().get_span_context()
-    node = REGISTRY.lookup(here)
-    if node is None or node.is_runtime or node.agent is None or node.anchor != here or node.run.ended:
-        return None
-    return node
-
-
-async def _marked(stream: AsyncIterator[Any], turn: Node) -> AsyncIterator[Any]:
-    """The turn's stream, each item remembered as this turn's (its message span goes under it)."""
-    run, anchor = turn.run, turn.anchor
-    try:
-        async for item in stream:
-            try:  # a Response's message is what the team streams
-                run.mark_produced(getattr(item, ag.RESPONSE_MESSAGE, item), anchor, time.time_ns())
-            except Exception:  # recording never breaks the turn
-                logger.debug("otel-agents could not remember a turn's item", exc_info=True)
-            yield item
-    finally:
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            await aclose()

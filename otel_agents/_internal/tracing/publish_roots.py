@@ -17,15 +17,15 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Any, Final
 
-from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, TraceFlags
 
 PENDING_KEPT: Final = 4096
 """Published messages waiting for delivery, at most (the runtime's queue is usually far shorter)."""
 
-_ids: Final = RandomIdGenerator()
+_ids: list[Any] = []
+"""The SDK's `RandomIdGenerator`, made at the first publish (`import otel_agents` loads no SDK)."""
 
 
 class _Created(NonRecordingSpan):
@@ -87,8 +87,13 @@ _lock = threading.Lock()
 
 def created(start_root: Callable[[int], Span]) -> Span:
     """The stand-in of a `create` block; `start_root(start_time)` starts the root when it is delivered."""
+    if not _ids:
+        from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+
+        _ids.append(RandomIdGenerator())
+    ids = _ids[0]
     context = SpanContext(
-        _ids.generate_trace_id(), _ids.generate_span_id(), is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED)
+        ids.generate_trace_id(), ids.generate_span_id(), is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED)
     )
     span = _Created(context)
     with _lock:
