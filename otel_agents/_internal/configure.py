@@ -92,9 +92,7 @@ def configure(
     if not settings.disabled:
         EXIT_THREAD.start()  # while threads can start: the exit waits for its shutdown on it
     if instrument:
-        _instrument_autogen()
-    else:
-        patches.install()  # what `tap` needs: model calls, tools, placement
+        _instrument_autogen()  # else nothing is patched now: a `tap` installs what it needs at its first use
     return telemetry
 
 
