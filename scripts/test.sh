@@ -62,7 +62,7 @@ if [ $# -eq 0 ]; then
   .venv-lowest/bin/python -m pytest -q -p no:cacheprovider \
     tests/test_trace_shape.py tests/test_model_calls.py tests/test_zero_code.py \
     tests/test_opentelemetry_instrument.py tests/test_examples.py tests/test_autogen_conventions.py \
-    tests/test_attribution.py tests/test_cli.py tests/test_cost_report.py
+    tests/test_attribution.py tests/test_cli.py tests/test_cost_report.py tests/test_otel_conventions.py
   echo "== OpenLIT ($(.venv-openlit/bin/python -m pip list --format=freeze 2>/dev/null | grep -E '^(openlit|openai)==' | tr '\n' ' '))"
   .venv-openlit/bin/python -m pytest -q -p no:cacheprovider tests/test_openlit.py
   # Every AutoGen release between those two ends (ci/autogen-releases.txt), one at a time, in a

@@ -34,6 +34,7 @@ from otel_agents._internal import keys as sc
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.config.params import SDK_MAX_QUEUE_SIZE
 from otel_agents._internal.config.settings import Settings
+from otel_agents._internal.export import otel_conventions as otel
 from otel_agents._internal.genai.content import ContentPolicy
 
 logger = logging.getLogger(__name__)
@@ -412,7 +413,7 @@ class _QueueFullOnce(logging.Filter):
         self.seen = False
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if "Queue full" not in str(record.msg):
+        if otel.SDK_QUEUE_FULL_MESSAGE not in str(record.msg):
             return True
         if self.seen:
             return False
@@ -421,7 +422,7 @@ class _QueueFullOnce(logging.Filter):
 
 
 def quiet_queue_full_logs() -> None:
-    sdk_logger = logging.getLogger("opentelemetry.sdk._shared_internal")
+    sdk_logger = logging.getLogger(otel.SDK_BATCH_LOGGER)
     if not any(isinstance(f, _QueueFullOnce) for f in sdk_logger.filters):
         sdk_logger.addFilter(_QueueFullOnce())
 

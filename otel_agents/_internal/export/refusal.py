@@ -20,6 +20,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from otel_agents._internal.config import params
+from otel_agents._internal.export import otel_conventions as otel
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
@@ -34,13 +35,8 @@ ADVICE: Final = (
     "with OTEL_EXPORTER_OTLP_METRICS_ENDPOINT, or switch them off with OTEL_METRICS_EXPORTER=none."
 )
 
-# The HTTP exporter logs through its own module's logger (and its HTTP client's, by default);
-# the gRPC exporters of every signal share the logger of their common module.
-_HTTP_LOGGERS: Final = (
-    "opentelemetry.exporter.otlp.proto.http.metric_exporter",
-    "opentelemetry.exporter.otlp.common.http",
-)
-_GRPC_LOGGERS: Final = ("opentelemetry.exporter.otlp.proto.grpc.exporter",)
+_HTTP_LOGGERS: Final = otel.HTTP_METRIC_EXPORTER_LOGGERS
+_GRPC_LOGGERS: Final = (otel.GRPC_EXPORTER_LOGGER,)
 
 # The exporter credential providers bring a `requests.Session` of their own: with one configured we
 # pass no session (nor when the exporter takes none, or ignores it), so a refusal over HTTP goes
