@@ -10,6 +10,15 @@
 # arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Jaeger v2 and the OpenTelemetry Collector, built from their Go modules at the versions deploy/
+# pins; scripts/build_backends.sh keeps each binary in ~/.cache/otel-agents/bin by version, so only
+# the first run on a machine builds (some 20 minutes on two cores). It builds in the background
+# while the Python environments install (mostly downloads), and is waited for before the tests.
+build_log=$(mktemp)
+bash scripts/build_backends.sh >/dev/null 2>"$build_log" &
+build_pid=$!
+
 source scripts/_venv.sh '[test]'
 
 # Debian packages the tests run for real: docker-compose (validates deploy/ without an engine),
@@ -29,16 +38,6 @@ fi
 
 source scripts/_phoenix.sh
 
-# Jaeger v2 and the OpenTelemetry Collector, built from their Go modules at the versions deploy/
-# pins; scripts/build_backends.sh keeps each binary in ~/.cache/otel-agents/bin by version, so only
-# the first run on a machine builds. Without Go, their tests skip and say why.
-built=0
-bash scripts/build_backends.sh >/dev/null || built=$?
-case $built in
-  0) ;;
-  3) echo "== Go is not installed: the tests of Jaeger and the Collector skip" ;;
-  *) exit "$built" ;;
-esac
 
 # The lowest versions otel-agents supports (ci/lowest.txt: AutoGen 0.7.0, OpenTelemetry 1.43, and the
 # floors of every other dependency), in a second environment without OpenInference, for the tests
@@ -51,6 +50,17 @@ esac
 # environment's AutoGen stack has openai 3. About 90 s the first time, 35 s once installed.
 [ -x .venv-openlit/bin/python ] || "$PYTHON" -m venv .venv-openlit
 .venv-openlit/bin/python -m pip install -q --disable-pip-version-check -e ".[test-core]" "openlit>=1.45" "openai<3"
+
+# The backends' build (started above): without Go, their tests skip and say why.
+built=0
+wait "$build_pid" || built=$?
+cat "$build_log" >&2
+rm -f "$build_log"
+case $built in
+  0) ;;
+  3) echo "== Go is not installed: the tests of Jaeger and the Collector skip" ;;
+  *) exit "$built" ;;
+esac
 
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
