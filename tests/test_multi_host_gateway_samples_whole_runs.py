@@ -113,9 +113,9 @@ def run_apps(gateway: Gateway, workdir: Path) -> dict[str, Recorded]:
     apps = []
     for app in APPS:
         env = {**os.environ, **app_environment(gateway, app, workdir / app)}
-        log = (workdir / f"{app}.log").open("wb")  # AutoGen logs the failed runs' tracebacks
         command = [sys.executable, "-m", "tests.support.gateway_app", *arguments]
-        apps.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log))
+        with (workdir / f"{app}.log").open("wb") as log:  # AutoGen logs the failed runs' tracebacks
+            apps.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log))
     for app, process in zip(APPS, apps, strict=True):
         out, _ = process.communicate(timeout=300)
         assert (process.returncode, out) == (0, b"ran\n"), (workdir / f"{app}.log").read_text()[-3000:]
