@@ -175,6 +175,7 @@ def test_the_multi_host_layout_routes_by_trace_and_samples_whole_runs() -> None:
     policies = {p["name"]: p for p in gateway["processors"]["tail_sampling"]["policies"]}
     assert policies["keep-errors"]["status_code"]["status_codes"] == ["ERROR"]
     assert policies["keep-loop-detections"]["ottl_condition"]["spanevent"] == ['name == "otel_agents.loop_detected"']
+    assert policies["keep-costly-runs"]["ottl_condition"]["span"] == ['attributes["otel_agents.cost.usd"] > 0.5']
     assert gateway["processors"]["tail_sampling"]["decision_wait"] == "120s"
     counted = [p for p in gateway["service"]["pipelines"].values() if "span_metrics" in p["exporters"]]
     assert [p["receivers"] for p in counted] == [["otlp"]], "span metrics from what the gateway receives"

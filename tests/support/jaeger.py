@@ -189,13 +189,25 @@ def _hex_id(value: str) -> str:
 
 
 @contextmanager
-def running_jaeger(binary: str, workdir: Path, *, prometheus_url: str | None = None) -> Iterator[Jaeger]:
-    """deploy's Jaeger; its metrics backend at `prometheus_url` (unset: a free 127.0.0.1 port with
-    nothing on it, for tests that read no metrics; Jaeger asks it only when asked for metrics)."""
+def running_jaeger(
+    binary: str,
+    workdir: Path,
+    *,
+    prometheus_url: str | None = None,
+    render: Callable[[JaegerPorts, str], dict[str, Any]] | None = None,
+) -> Iterator[Jaeger]:
+    """deploy's Jaeger (or the config `render(ports, metrics backend)` makes); its metrics backend at
+    `prometheus_url` (unset: a free 127.0.0.1 port with nothing on it, for tests that read no
+    metrics; Jaeger asks it only when asked for metrics)."""
     ports = JaegerPorts(*(free_port() for _ in range(6)))
     config = workdir / "jaeger.yaml"
     metrics_backend = prometheus_url or f"http://127.0.0.1:{free_port()}"
-    config.write_text(yaml.safe_dump(render_config(DEPLOY / "jaeger" / "config.yaml", ports, metrics_backend)))
+    rendered = (
+        render(ports, metrics_backend)
+        if render is not None
+        else render_config(DEPLOY / "jaeger" / "config.yaml", ports, metrics_backend)
+    )
+    config.write_text(yaml.safe_dump(rendered))
     # Jaeger traces its own queries to the OTLP endpoint of its environment (by default
     # 127.0.0.1:4317, its own receiver in the compose stack): here too, its own receiver. Its last
     # spans find that receiver stopped when it shuts down: a 1 s export timeout, not 10 s, then.
