@@ -16,7 +16,7 @@ from autogen_agentchat.conditions import MaxMessageTermination
 from autogen_agentchat.messages import TextMessage
 from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_agentchat.tools import AgentTool
-from autogen_core import CancellationToken, MessageContext, RoutedAgent, message_handler
+from autogen_core import CancellationToken, MessageContext, RoutedAgent, TopicId, message_handler
 from autogen_core.models import ChatCompletionClient, CreateResult, LLMMessage, RequestUsage, UserMessage
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -409,3 +409,52 @@ async def test_published_messages_waiting_for_delivery_are_bounded_and_forgotten
     await runtime.stop_when_idle()
     assert publish_roots.waiting() == 0
     assert not capture.spans()
+
+
+@dataclass
+class Ripple:
+    depth: int
+
+
+class Relay(RoutedAgent):
+    """Publishes one ripple deeper to the pond for each ripple it hears, down to `DEPTH` (AutoGen
+    delivers a publish to every subscriber but its sender)."""
+
+    DEPTH = 5
+
+    def __init__(self) -> None:
+        super().__init__("relays")
+
+    @message_handler
+    async def on_ripple(self, message: Ripple, ctx: MessageContext) -> None:
+        if message.depth < self.DEPTH:
+            await self.publish_message(Ripple(message.depth + 1), TopicId("pond", "default"))
+
+
+async def test_a_burst_of_core_messages_larger_than_the_span_queue_loses_none_with_default_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Five relays hearing each other's every publish (5 + 20 + 80 + 320 + 1,280 handlers a ripple),
+    two ripples back to back: more spans than the SDK's 2,048-span queue holds, ended faster than
+    any schedule would export them."""
+    from autogen_core import SingleThreadedAgentRuntime, TypeSubscription
+
+    for name in ("OTEL_BSP_MAX_QUEUE_SIZE", "OTEL_BSP_SCHEDULE_DELAY", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    exporter = InMemorySpanExporter()
+    telemetry = otel_agents.configure(span_exporter=exporter, store=False)
+    try:
+        runtime = SingleThreadedAgentRuntime()
+        for n in range(5):
+            await Relay.register(runtime, f"relay{n}", Relay)
+            await runtime.add_subscription(TypeSubscription("pond", f"relay{n}"))
+        runtime.start()
+        for _ in range(2):
+            await runtime.publish_message(Ripple(1), TopicId("pond", "default"))
+        await runtime.stop_when_idle()
+        assert telemetry.force_flush()
+        processed = [s for s in exporter.get_finished_spans() if s.name.startswith("autogen process relay")]
+        assert len(processed) == 2 * (5 + 20 + 80 + 320 + 1280) > 2048, len(processed)
+        assert telemetry.dropped_spans == 0
+    finally:
+        telemetry.shutdown()
