@@ -22,6 +22,10 @@ fi
 
 bin_dir=${OTEL_AGENTS_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/otel-agents/bin}
 mkdir -p "$bin_dir"
+# One build at a time per cache: a second caller (the tests, while the test command's own build
+# runs in the background) waits for the first, then finds the binaries built.
+exec 9>"$bin_dir/.build.lock"
+flock 9
 
 jaeger_version=$("$go" -C deploy/jaeger list -m -f '{{.Version}}' github.com/jaegertracing/jaeger)
 jaeger="$bin_dir/jaeger-$jaeger_version"
