@@ -204,7 +204,7 @@ def test_the_store_goes_once_onto_a_global_provider_even_one_that_cannot_be_hash
     from opentelemetry import trace
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
-    from otel_agents._internal.telemetry import store_into_global_provider
+    from otel_agents._internal.export.global_store import store_into_global_provider
 
     added: list[SpanProcessor] = []
 

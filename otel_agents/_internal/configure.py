@@ -12,9 +12,9 @@ from opentelemetry import metrics, trace
 from otel_agents._internal import sigterm
 from otel_agents._internal.autogen import patches
 from otel_agents._internal.config import params
+from otel_agents._internal.config.loop_limits import LoopLimits
 from otel_agents._internal.config.settings import ConfigError, Settings, load_prices, resolve_settings
 from otel_agents._internal.export.exit_thread import EXIT_THREAD
-from otel_agents._internal.genai.loops import LoopLimits
 from otel_agents._internal.genai.prices import PriceTable
 from otel_agents._internal.telemetry import Telemetry, activate
 

@@ -135,7 +135,7 @@ async def run_demo(out: TextIO = sys.stdout) -> list[str]:
 
 
 async def _run_one(team: Any, task: str, out: TextIO) -> str:
-    from otel_agents._internal.run.tap import tap
+    from otel_agents._internal.autogen.tap import tap
     from otel_agents._internal.telemetry import current
 
     telemetry = current(None)

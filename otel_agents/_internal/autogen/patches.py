@@ -30,12 +30,13 @@ from opentelemetry import trace
 from otel_agents._internal import keys as sc
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen import wrapping
+from otel_agents._internal.autogen.tracer_hook import AUTOGEN_TRACERS
 from otel_agents._internal.run import attribution
 from otel_agents._internal.run.follow import Kind, RunStream
 from otel_agents._internal.run.start import start_run, workflow_name
 from otel_agents._internal.run.stop import CANCELLED
 from otel_agents._internal.run.workflow import WorkflowSpan, in_run
-from otel_agents._internal.telemetry import AUTOGEN_TRACERS, current
+from otel_agents._internal.tracing.globals import current
 from otel_agents._internal.tracing.registry import REGISTRY, Node
 
 logger = logging.getLogger(__name__)

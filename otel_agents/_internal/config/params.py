@@ -25,8 +25,9 @@ from typing import Any, Final, Generic, Literal, TypeVar, cast
 from urllib.parse import unquote
 
 from otel_agents._internal.config.errors import ConfigError
+from otel_agents._internal.config.price_files import prices_from_argument, prices_from_file
 from otel_agents._internal.genai.content import CONTENT_MODES, ContentMode
-from otel_agents._internal.genai.prices import Price, prices_from_argument, prices_from_file
+from otel_agents._internal.genai.prices import Price
 
 T = TypeVar("T")
 RuntimeSpans = Literal["auto", "off", "nested"]

@@ -16,11 +16,11 @@ from opentelemetry.trace import Link, SpanKind
 
 from otel_agents._internal import keys as sc
 from otel_agents._internal.export.soon import FLUSH_SOON
-from otel_agents._internal.run.state import Run
+from otel_agents._internal.per_provider import PerProvider
 from otel_agents._internal.run.stop import COMPLETED, EARLY_STOPS, SHUTDOWN, StopKind, error_reason, stop_kind_of
 from otel_agents._internal.tracing.errors import mark_error
-from otel_agents._internal.tracing.per_provider import PerProvider
 from otel_agents._internal.tracing.registry import REGISTRY, Trail
+from otel_agents._internal.tracing.state import Run
 from otel_agents._version import __version__
 
 if TYPE_CHECKING:
