@@ -2,8 +2,9 @@
 
 Each `Param` names its `configure()` argument (if any), its environment variables in precedence order
 (standard `OTEL_*` first; the first one set wins), how a variable's text is parsed and validated, how
-an argument is checked (both with the functions of `parsers.py`), and the default. A value resolves as: argument, then variable, then default;
-every variable set is validated, also when the argument wins. A bad value raises `ConfigError`
+an argument is checked (both with the functions of `parsers.py`), and the default. A value resolves
+as: argument, then variable, then default; every variable set is validated, also when the argument
+wins. A bad value raises `ConfigError`
 naming the argument or variable and the value (OTLP header values are secrets: never shown).
 
 `environment()` is the one place otel-agents reads the process environment. It returns a snapshot
