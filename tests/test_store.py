@@ -18,7 +18,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
-from otel_agents._internal.export.store import DATABASE, Store, StoreSpanExporter
+from otel_agents._internal.export.store.reader import Store
+from otel_agents._internal.export.store.writer import StoreSpanExporter
+from otel_agents._internal.export.store_path import DATABASE
 from tests.support.teams import writers_room
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,7 +22,7 @@ def store_into_global_provider() -> None:
     if not env.get(params.STORE.variables[0]) or add is None or _stores_added.get(provider):
         return
     from otel_agents._internal.export import pipeline
-    from otel_agents._internal.export.store import StoreSpanExporter
+    from otel_agents._internal.export.store.writer import StoreSpanExporter
 
     settings = resolve_settings(environ=env)
     if settings.store_dir is None:
