@@ -125,6 +125,7 @@ def _build(
     from opentelemetry.sdk.trace import TracerProvider
 
     from otel_agents._internal.export import exporters, pipeline
+    from otel_agents._internal.export.health import Health
     from otel_agents._internal.export.prometheus import is_scraped
 
     span_exporters = ([span_exporter] if span_exporter is not None else []) + exporters.span_exporters(settings)
@@ -146,7 +147,7 @@ def _build(
         )
     else:
         tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-    health = pipeline.Health()
+    health = Health()
     # one exporter per name of settings.traces_exporters, in order, after the given one
     names = [None] * (len(span_exporters) - len(settings.traces_exporters)) + list(settings.traces_exporters)
     processors = []

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanProcessor
     from opentelemetry.util.genai.handler import TelemetryHandler
 
-    from otel_agents._internal.export.pipeline import Health
+    from otel_agents._internal.export.health import Health
     from otel_agents._internal.export.prometheus import PrometheusEndpoint
 
 logger = logging.getLogger(__name__)

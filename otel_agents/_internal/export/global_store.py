@@ -22,11 +22,12 @@ def store_into_global_provider() -> None:
     if not env.get(params.STORE.variables[0]) or add is None or _stores_added.get(provider):
         return
     from otel_agents._internal.export import pipeline
+    from otel_agents._internal.export.health import Health
     from otel_agents._internal.export.store.writer import StoreSpanExporter
 
     settings = resolve_settings(environ=env)
     if settings.store_dir is None:
         return
     exporter = StoreSpanExporter(settings.store_dir, max_bytes=settings.store_max_bytes)
-    add(pipeline.make_processor(exporter, settings, pipeline.Health()))
+    add(pipeline.make_processor(exporter, settings, Health()))
     _stores_added.setdefault(provider, lambda: True)
