@@ -106,7 +106,8 @@ class Instruments:
         self.exported = exported
         self.label_keys: tuple[str, ...] = label_keys
         """The run attributes that label the run metrics (OTEL_AGENTS_METRIC_ATTRIBUTES)."""
-        meter = (meter_provider if exported else metrics.NoOpMeterProvider()).get_meter("otel_agents", __version__)
+        recorded_by = meter_provider if exported else metrics.NoOpMeterProvider()
+        meter = recorded_by.get_meter("otel_agents", __version__, sc.SCHEMA_URL)
         self.workflow_duration = meter.create_histogram(
             "gen_ai.workflow.duration",
             unit="s",

@@ -45,7 +45,7 @@ _tracers: PerProvider[trace.Tracer] = PerProvider()
 
 def _tracer(provider: trace.TracerProvider) -> trace.Tracer:
     """Our tracer in `provider`, made once (the SDK's `get_tracer` is not cheap)."""
-    return _tracers.setdefault(provider, lambda: provider.get_tracer(_TRACER_NAME, __version__))
+    return _tracers.setdefault(provider, lambda: provider.get_tracer(_TRACER_NAME, __version__, sc.SCHEMA_URL))
 
 
 _open: weakref.WeakSet[WorkflowSpan] = weakref.WeakSet()
