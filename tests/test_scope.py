@@ -8,8 +8,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
-from otel_agents._internal import keys as sc
-from otel_agents._version import __version__
+from otel_agents._version import SCHEMA_URL, __version__
 from tests.support.teams import writers_room
 
 
@@ -27,9 +26,9 @@ async def test_our_spans_and_metrics_have_one_scope_with_the_schema_url_util_gen
     names = {s.name.split(" ")[0] for s in ours}
     assert {"invoke_workflow", "message", "chat"} <= names, "the run, its messages and util-genai's chat spans"
     assert {(s.instrumentation_scope.version, s.instrumentation_scope.schema_url) for s in ours} == {
-        (__version__, sc.SCHEMA_URL)
+        (__version__, SCHEMA_URL)
     }
     scopes = [m.scope for rm in data.resource_metrics for m in rm.scope_metrics if m.scope.name == "otel_agents"]
-    assert [(scope.version, scope.schema_url) for scope in scopes] == [(__version__, sc.SCHEMA_URL)], (
+    assert [(scope.version, scope.schema_url) for scope in scopes] == [(__version__, SCHEMA_URL)], (
         "one meter: ours and util-genai's"
     )

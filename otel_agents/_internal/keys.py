@@ -7,11 +7,6 @@ these strings: change them only together with the README, `deploy/` and the test
 
 from typing import Final
 
-SCHEMA_URL: Final = "https://opentelemetry.io/schemas/1.37.0"
-"""The schema of our tracer and meter: the one util-genai's handler records our model calls under
-(`genai.inference`), so that `otel_agents` is one instrumentation scope, name, version and schema
-URL, for every span and metric otel-agents makes."""
-
 # OpenInference (what Phoenix and other OpenInference readers show): a kind on every span, and a
 # run's input and output with content capture on
 OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"

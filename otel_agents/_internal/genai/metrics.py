@@ -22,7 +22,7 @@ from opentelemetry.context import Context
 
 from otel_agents._internal import keys as sc
 from otel_agents._internal.per_provider import PerProvider
-from otel_agents._version import __version__
+from otel_agents._version import SCHEMA_URL, __version__
 
 TOKEN_BUCKETS: Final = [4.0**i for i in range(14)]  # 1, 4, 16, ... 67108864
 DURATION_BUCKETS: Final = [0.01 * 2**i for i in range(14)]  # 0.01 ... 81.92
@@ -107,7 +107,7 @@ class Instruments:
         self.label_keys: tuple[str, ...] = label_keys
         """The run attributes that label the run metrics (OTEL_AGENTS_METRIC_ATTRIBUTES)."""
         recorded_by = meter_provider if exported else metrics.NoOpMeterProvider()
-        meter = recorded_by.get_meter("otel_agents", __version__, sc.SCHEMA_URL)
+        meter = recorded_by.get_meter("otel_agents", __version__, SCHEMA_URL)
         self.workflow_duration = meter.create_histogram(
             "gen_ai.workflow.duration",
             unit="s",

@@ -21,7 +21,7 @@ from otel_agents._internal.run.stop import COMPLETED, EARLY_STOPS, SHUTDOWN, Sto
 from otel_agents._internal.tracing.errors import mark_error
 from otel_agents._internal.tracing.registry import REGISTRY, Trail
 from otel_agents._internal.tracing.state import Run
-from otel_agents._version import __version__
+from otel_agents._version import SCHEMA_URL, __version__
 
 if TYPE_CHECKING:
     from autogen_agentchat.base import Response, TaskResult
@@ -45,7 +45,7 @@ _tracers: PerProvider[trace.Tracer] = PerProvider()
 
 def _tracer(provider: trace.TracerProvider) -> trace.Tracer:
     """Our tracer in `provider`, made once (the SDK's `get_tracer` is not cheap)."""
-    return _tracers.setdefault(provider, lambda: provider.get_tracer(_TRACER_NAME, __version__, sc.SCHEMA_URL))
+    return _tracers.setdefault(provider, lambda: provider.get_tracer(_TRACER_NAME, __version__, SCHEMA_URL))
 
 
 _open: weakref.WeakSet[WorkflowSpan] = weakref.WeakSet()
