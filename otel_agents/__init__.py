@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from otel_agents._internal.autogen.runtime import create_runtime
 from otel_agents._internal.autogen.tap import run_stream, tap
+from otel_agents._internal.config.loop_limits import LoopLimits
 from otel_agents._internal.config.settings import ConfigError
 from otel_agents._internal.configure import configure
-from otel_agents._internal.genai.loops import LoopLimits
 from otel_agents._internal.run.attribution import run_attributes
 from otel_agents._internal.telemetry import Telemetry
 from otel_agents._version import __version__

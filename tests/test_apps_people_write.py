@@ -144,7 +144,7 @@ async def test_on_messages_runs_are_listed_and_counted_like_team_runs(tmp_path: 
         await agent.on_messages(asked("again"), CancellationToken())
     finally:
         telemetry.shutdown()
-    from otel_agents._internal.export.store import Store
+    from otel_agents._internal.export.store.reader import Store
 
     runs = Store(tmp_path).runs()
     assert [(r.team, r.input_tokens, r.output_tokens) for r in runs] == [("support", 5, 2), ("support", 3, 1)]

@@ -33,7 +33,8 @@ from autogen_core.models import CreateResult
 from autogen_ext.models.replay import ReplayChatCompletionClient
 
 import otel_agents
-from otel_agents._internal.export.store import DATABASE, Store, StoredRun
+from otel_agents._internal.export.store.reader import Store, StoredRun
+from otel_agents._internal.export.store_path import DATABASE
 from tests.support.cli import cli
 from tests.support.teams import MODEL_INFO, text
 

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import otel_agents
 from otel_agents._internal.config.settings import ConfigError, Settings, resolve_settings
 from otel_agents._internal.export.exporters import span_exporters
-from otel_agents._internal.export.store import StoreSpanExporter
+from otel_agents._internal.export.store.writer import StoreSpanExporter
 
 
 def settings(env: dict[str, str] | None = None, **kwargs: Any) -> Settings:

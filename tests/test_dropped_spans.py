@@ -15,10 +15,10 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 import otel_agents
 from otel_agents._internal.config.settings import Settings
+from otel_agents._internal.export.health import Health
 from otel_agents._internal.export.pipeline import (
     BoundedBatchSpanProcessor,
     GuardedExporter,
-    Health,
     make_processor,
 )
 from otel_agents._internal.genai.content import ContentPolicy
@@ -339,7 +339,7 @@ def test_configuring_again_and_again_adds_no_fork_hook_and_keeps_no_old_pipeline
 
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from otel_agents._internal.export import pipeline
+    from otel_agents._internal.export import fork as pipeline
 
     ours: list[object] = []
     register = os.register_at_fork

@@ -20,7 +20,7 @@ import pytest
 from autogen_core import AgentId, TopicId
 
 import otel_agents
-from otel_agents._internal.export.store import Store
+from otel_agents._internal.export.store.reader import Store
 from tests.support.grpc_agents import Done, Hop, News, Ping, Pong, add_serializers
 from tests.support.phoenix import Phoenix
 from tests.support.processes import free_port

@@ -25,7 +25,8 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
-from otel_agents._internal.genai.loops import LoopLimits, LoopRules
+from otel_agents._internal.config.loop_limits import LoopLimits
+from otel_agents._internal.genai.loops import LoopRules
 from tests.conftest import Capture
 from tests.support.deploy import DEPLOY
 from tests.support.metrics import points

@@ -20,7 +20,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
-from otel_agents._internal.config.params import MAX_METRIC_ATTRIBUTES
+from otel_agents._internal.config.parsers import MAX_METRIC_ATTRIBUTES
 from tests.support import grafana
 from tests.support.config import assert_configure_refuses
 from tests.support.metrics import points

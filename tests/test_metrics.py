@@ -412,7 +412,7 @@ def test_span_counters_read_the_pipeline_recording_now_and_keep_no_replaced_one(
 
     from opentelemetry.sdk.trace import TracerProvider
 
-    from otel_agents._internal.export.pipeline import Health
+    from otel_agents._internal.export.health import Health
     from otel_agents._internal.telemetry import current
 
     reader = InMemoryMetricReader()

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
-from otel_agents._internal.export.store import Store
+from otel_agents._internal.export.store.reader import Store
 from otel_agents.cli import main as cli
 from tests.support.phoenix import Phoenix
 from tests.support.spans import one_trace

@@ -206,7 +206,7 @@ async def test_a_pipeline_replaced_by_configure_is_not_kept_alive(monkeypatch: p
 def test_a_placing_provider_keeps_a_bounded_number_of_tracers() -> None:
     """One tracer per name is reused (AutoGen asks for one on every span); names made up as a
     library goes do not pile up."""
-    from otel_agents._internal.telemetry import AUTOGEN_TRACERS
+    from otel_agents._internal.autogen.tracer_hook import AUTOGEN_TRACERS
     from otel_agents._internal.tracing.placement import TRACERS_KEPT
 
     assert AUTOGEN_TRACERS.get_tracer("autogen core") is AUTOGEN_TRACERS.get_tracer("autogen core")
@@ -221,7 +221,7 @@ def test_what_is_kept_per_provider_goes_with_the_provider_and_needs_no_hash() ->
 
     from opentelemetry.sdk.trace import TracerProvider
 
-    from otel_agents._internal.tracing.per_provider import PerProvider
+    from otel_agents._internal.per_provider import PerProvider
 
     class Unhashable(TracerProvider):
         """Compared by value, as a provider made by a dataclass is (Logfire's proxy provider)."""
@@ -253,7 +253,7 @@ def test_a_provider_collected_while_another_ones_value_is_made_does_not_deadlock
     import gc
     import threading
 
-    from otel_agents._internal.tracing.per_provider import PerProvider
+    from otel_agents._internal.per_provider import PerProvider
 
     class Provider:
         pass

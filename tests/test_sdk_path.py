@@ -129,7 +129,7 @@ async def test_the_placing_tracer_decorates_sync_and_async_functions_as_the_apis
     its `start_as_current_span` makes a span per call, ended when the call (awaited) returns."""
     from opentelemetry import trace
 
-    from otel_agents._internal.telemetry import AUTOGEN_TRACERS
+    from otel_agents._internal.autogen.tracer_hook import AUTOGEN_TRACERS
 
     tracer = AUTOGEN_TRACERS.get_tracer("app")
 
@@ -164,7 +164,7 @@ async def test_the_placing_tracer_decorates_sync_and_async_functions_as_the_apis
 def test_a_runtime_spans_block_refuses_to_decorate(capture: Capture) -> None:
     """AutoGen's runtime tracers start their span at once (a `with` block each): such a block
     cannot decorate a function, and says so rather than reuse one span for every call."""
-    from otel_agents._internal.telemetry import AUTOGEN_TRACERS
+    from otel_agents._internal.autogen.tracer_hook import AUTOGEN_TRACERS
 
     block = AUTOGEN_TRACERS.get_tracer("autogen core").start_as_current_span("autogen process agent")
     with pytest.raises(TypeError, match="cannot decorate"):

@@ -16,7 +16,7 @@ from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_ext.models.replay import ReplayChatCompletionClient
 
 import otel_agents
-from otel_agents._internal.export.store import Store, StoredRun
+from otel_agents._internal.export.store.reader import Store, StoredRun
 from tests.support.backends import built_backends
 from tests.support.cli import cli
 from tests.support.jaeger import Jaeger, running_jaeger

@@ -11,7 +11,7 @@ from pathlib import Path
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
-from otel_agents._internal.export.store import Store
+from otel_agents._internal.export.store.reader import Store
 from tests.support.spans import one_trace
 from tests.support.teams import writers_room
 

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
-from otel_agents._internal.export.store import Store
+from otel_agents._internal.export.store.reader import Store
 from tests.support.phoenix import Phoenix
 from tests.support.processes import free_port, stop_process, wait_ready
 from tests.support.spans import one_trace

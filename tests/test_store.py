@@ -18,7 +18,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
-from otel_agents._internal.export.store import DATABASE, Store, StoreSpanExporter
+from otel_agents._internal.export.store.reader import Store
+from otel_agents._internal.export.store.writer import StoreSpanExporter
+from otel_agents._internal.export.store_path import DATABASE
 from tests.support.teams import writers_room
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -204,7 +206,7 @@ def test_the_store_goes_once_onto_a_global_provider_even_one_that_cannot_be_hash
     from opentelemetry import trace
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
-    from otel_agents._internal.telemetry import store_into_global_provider
+    from otel_agents._internal.export.global_store import store_into_global_provider
 
     added: list[SpanProcessor] = []
 

@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 
 import otel_agents
-from otel_agents._internal.export.store import DATABASE, SCHEMA_VERSION, Store, StoreSpanExporter, StoreVersionError
+from otel_agents._internal.export.store.reader import Store
+from otel_agents._internal.export.store.schema import SCHEMA_VERSION, StoreVersionError
+from otel_agents._internal.export.store.writer import StoreSpanExporter
+from otel_agents._internal.export.store_path import DATABASE
 from tests.support.teams import writers_room
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -158,7 +161,7 @@ def test_several_processes_opening_an_old_store_at_once_migrate_it_once(source: 
     old = old_store(source, tmp_path / "old")
     code = textwrap.dedent(
         f"""
-        from otel_agents._internal.export.store import Store
+        from otel_agents._internal.export.store.reader import Store
         runs = Store({str(old)!r}).runs(user="ana")
         assert [r.session_id for r in runs] == ["s-1"], runs
         """

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from otel_agents._internal.export.store import Store, StoredRun
+from otel_agents._internal.export.store.reader import Store, StoredRun
 from otel_agents.cli._demo import DEMO_MODEL
 from tests.support.backends import built_backends
 from tests.support.cli import cli

@@ -1,0 +1,1 @@
+"""How otel-agents works behind its public names, in layers that import only downward (pyproject.toml)."""

@@ -12,9 +12,9 @@ from opentelemetry import metrics, trace
 from otel_agents._internal import sigterm
 from otel_agents._internal.autogen import patches
 from otel_agents._internal.config import params
+from otel_agents._internal.config.loop_limits import LoopLimits
 from otel_agents._internal.config.settings import ConfigError, Settings, load_prices, resolve_settings
 from otel_agents._internal.export.exit_thread import EXIT_THREAD
-from otel_agents._internal.genai.loops import LoopLimits
 from otel_agents._internal.genai.prices import PriceTable
 from otel_agents._internal.telemetry import Telemetry, activate
 
@@ -123,6 +123,7 @@ def _build(
     from opentelemetry.sdk.trace import TracerProvider
 
     from otel_agents._internal.export import exporters, pipeline
+    from otel_agents._internal.export.health import Health
     from otel_agents._internal.export.prometheus import is_scraped
 
     span_exporters = ([span_exporter] if span_exporter is not None else []) + exporters.span_exporters(settings)
@@ -144,7 +145,7 @@ def _build(
         )
     else:
         tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-    health = pipeline.Health()
+    health = Health()
     # one exporter per name of settings.traces_exporters, in order, after the given one
     names = [None] * (len(span_exporters) - len(settings.traces_exporters)) + list(settings.traces_exporters)
     processors = []

@@ -1,28 +1,27 @@
-"""`Telemetry`, the pipeline `configure()` builds, and which one is current: the latest
-`configure()`'s, else a view of the global providers. The process-wide delegating provider that
-AgentChat's spans reach through OpenTelemetry's globals lives here too."""
+"""`Telemetry`, the pipeline `configure()` builds (and `instrument(tracer_provider=...)` adopts),
+which one is the latest, and the exit handler that delivers what it holds. What runs and model
+calls record with is its `Recording`, made current in `tracing.globals`."""
 
 from __future__ import annotations
 
 import atexit
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
 
-from otel_agents._internal.autogen import wrapping
-from otel_agents._internal.config.settings import RuntimeSpans, Settings, resolve_settings
+from otel_agents._internal.config.settings import Settings, resolve_settings
 from otel_agents._internal.export.exit_thread import EXIT_THREAD
 from otel_agents._internal.export.soon import FLUSH_SOON
-from otel_agents._internal.genai.loops import LoopLimits, ResolvedLimits
+from otel_agents._internal.genai.loops import ResolvedLimits
 from otel_agents._internal.genai.metrics import Instruments
 from otel_agents._internal.genai.prices import PriceTable
-from otel_agents._internal.run.state import Run
 from otel_agents._internal.run.workflow import end_open_runs
-from otel_agents._internal.tracing.per_provider import PerProvider
+from otel_agents._internal.tracing import globals as current_recording
 from otel_agents._internal.tracing.placement import RunAwareTracerProvider
 
 if TYPE_CHECKING:
@@ -30,7 +29,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanProcessor
     from opentelemetry.util.genai.handler import TelemetryHandler
 
-    from otel_agents._internal.export.pipeline import Health
+    from otel_agents._internal.export.health import Health
     from otel_agents._internal.export.prometheus import PrometheusEndpoint
 
 logger = logging.getLogger(__name__)
@@ -66,25 +65,47 @@ class Telemetry:
         self._processors = tuple(processors)
         self._flushed_readers = tuple(flushed_readers) if flushed_readers is not None else None
         self._health = health
-        self.prices = prices if prices is not None else PriceTable()
         self._sdk_tracer_provider = sdk_tracer_provider
         self._meter_provider = meter_provider
-        self.instruments = Instruments(meter_provider, self, exported=metrics_exported)
-        self._tracer_provider = RunAwareTracerProvider(
-            lambda: self._sdk_tracer_provider, lambda: self.settings.runtime_spans
+        self.recording = current_recording.new_recording(
+            settings,
+            sdk_tracer_provider,
+            meter_provider,
+            prices,
+            metrics_exported=metrics_exported,
+            dropped_spans=_dropped_spans_of(self),
         )
+        """What this pipeline's runs and model calls record with."""
         self._shut_down = False
-        self.loop_limits: ResolvedLimits = LoopLimits().resolved()
-        """The thresholds of the loop detector the tap runs."""
         self.prometheus: PrometheusEndpoint | None = None
         """The Prometheus scrape endpoint, when one was asked for (`.host`, `.port`)."""
-        self.genai_handler: TelemetryHandler | None = None
-        """util-genai's handler for this pipeline's model calls, made at the first one."""
 
     @property
     def tracer_provider(self) -> trace.TracerProvider:
         """A provider whose tracers place every span of a tapped run inside that run's trace."""
-        return self._tracer_provider
+        return self.recording.tracer_provider
+
+    @property
+    def prices(self) -> PriceTable:
+        return self.recording.prices
+
+    @property
+    def instruments(self) -> Instruments:
+        return self.recording.instruments
+
+    @property
+    def loop_limits(self) -> ResolvedLimits:
+        """The thresholds of the loop detector the tap runs."""
+        return self.recording.loop_limits
+
+    @loop_limits.setter
+    def loop_limits(self, limits: ResolvedLimits) -> None:
+        self.recording.loop_limits = limits
+
+    @property
+    def genai_handler(self) -> TelemetryHandler:
+        """util-genai's handler for this pipeline's model calls, made at the first one."""
+        return self.recording.genai_handler
 
     @property
     def meter_provider(self) -> metrics.MeterProvider:
@@ -180,48 +201,6 @@ class Telemetry:
         self.shutdown()
 
 
-class _GlobalTracerProvider(RunAwareTracerProvider):
-    """Installed once as the global provider; `configure()` re-targets it.
-
-    AgentChat's GenAI spans always use the global provider, so they follow the latest
-    `configure()` through this delegate.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(self._target_provider, self._target_runtime_spans)
-        self.target: Telemetry | None = None
-
-    def accepts(self, run: Run) -> bool:
-        # Only runs of the pipeline this provider stands for: with set_global=False, AgentChat's
-        # spans are not otel-agents' (documented), whatever an earlier configure() installed.
-        return self.target is not None and run.provider is self.target.sdk_tracer_provider
-
-    def _target_provider(self) -> trace.TracerProvider:
-        return self.target.sdk_tracer_provider if self.target is not None else trace.NoOpTracerProvider()
-
-    def _target_runtime_spans(self) -> RuntimeSpans:
-        return self.target.settings.runtime_spans if self.target is not None else "off"
-
-
-def global_recording_provider() -> trace.TracerProvider:
-    """Where a span started through the global provider is recorded: the latest `configure()`'s
-    pipeline when ours is the global provider, else the global provider itself."""
-    provider = trace.get_tracer_provider()
-    return provider.delegate() if isinstance(provider, _GlobalTracerProvider) else provider
-
-
-AUTOGEN_TRACERS = RunAwareTracerProvider(
-    global_recording_provider,
-    lambda: current(None).settings.runtime_spans,
-    passed_to=lambda: None if wrapping.active() else trace.get_tracer_provider(),
-)
-"""What AutoGen's own tracers get when given no provider (the placement hook of `autogen.private`):
-a span of a run goes to that run's pipeline, under the span that caused it; any other span goes to
-the global provider, as it would without otel-agents. After `uninstrument()`, the tracers AutoGen
-took from it before (a runtime built while instrumented keeps its tracer) start every span as the
-global provider's own tracers would, as AutoGen's would had it never been instrumented."""
-
-
 def adopt(tracer_provider: trace.TracerProvider | None, meter_provider: metrics.MeterProvider | None) -> Telemetry:
     """`AutoGenInstrumentor().instrument(tracer_provider=..., meter_provider=...)`: runs are recorded
     by these providers (None: the global one) from now on, until the next `configure()` or
@@ -246,67 +225,18 @@ def configured() -> bool:
     return _latest is not None
 
 
-_stores_added: PerProvider[bool] = PerProvider()
-"""Global providers the store was added to."""
-
-
-def store_into_global_provider() -> None:
-    """With `OTEL_AGENTS_STORE` set and an SDK provider global (the distro's), runs also go to the
-    embedded store, so the CLI can show them; once per provider."""
-    from otel_agents._internal.config import params
-
-    env = params.environment()
-    provider = trace.get_tracer_provider()
-    add = getattr(provider, "add_span_processor", None)
-    if not env.get(params.STORE.variables[0]) or add is None or _stores_added.get(provider):
-        return
-    from otel_agents._internal.export import pipeline
-    from otel_agents._internal.export.store import StoreSpanExporter
-
-    settings = resolve_settings(environ=env)
-    if settings.store_dir is None:
-        return
-    exporter = StoreSpanExporter(settings.store_dir, max_bytes=settings.store_max_bytes)
-    add(pipeline.make_processor(exporter, settings, pipeline.Health()))
-    _stores_added.setdefault(provider, lambda: True)
-
-
 _lock = threading.Lock()
 _latest: Telemetry | None = None
-_global_provider: _GlobalTracerProvider | None = None
-
-
-def _install_global(telemetry: Telemetry) -> None:
-    global _global_provider
-    if _global_provider is None:
-        candidate = _GlobalTracerProvider()
-        current = trace.get_tracer_provider()
-        if current is telemetry.sdk_tracer_provider:
-            return  # the pipeline records into the global provider already (`configure._build`)
-        if not isinstance(current, trace.ProxyTracerProvider):
-            logger.warning(
-                "otel-agents: a global TracerProvider (%s) is already set and cannot be replaced; "
-                "spans the application starts through it do not reach otel-agents' pipeline "
-                "(AutoGen's own spans do). Call otel_agents.configure() before setting up "
-                "OpenTelemetry elsewhere, or pass set_global=False to silence this.",
-                type(current).__name__,
-            )
-            return
-        trace.set_tracer_provider(candidate)
-        _global_provider = candidate
-    _global_provider.target = telemetry
 
 
 def activate(telemetry: Telemetry, *, set_global: bool) -> Telemetry | None:
-    """Make `telemetry` the latest pipeline (and the global provider's target unless
-    `set_global` is False); the previous latest pipeline, which the caller shuts down."""
+    """Make `telemetry` the latest pipeline, its recording the current one (and the global
+    provider's target unless `set_global` is False); the previous latest pipeline, which the caller
+    shuts down."""
     global _latest
     with _lock:
         previous, _latest = _latest, telemetry
-        if set_global and not telemetry.settings.disabled:
-            _install_global(telemetry)
-        elif _global_provider is not None and _global_provider.target is previous:
-            _global_provider.target = None  # the previous pipeline is shut down by the caller
+        current_recording.make_current(telemetry.recording, set_global=set_global)
     return previous if previous is not telemetry else None
 
 
@@ -356,7 +286,13 @@ def current(telemetry: Telemetry | None) -> Telemetry:
 _view: Telemetry | None = None
 
 
-def configured_loop_limits() -> ResolvedLimits | None:
-    """The loop thresholds of the latest `configure()` (None: none has run)."""
-    latest = _latest
-    return latest.loop_limits if latest is not None else None
+def _dropped_spans_of(telemetry: Telemetry) -> Callable[[], int]:
+    """What `otel_agents.spans.dropped` reads for `telemetry`, holding it weakly: a pipeline replaced
+    by the next `configure()` or `instrument()` is not kept alive by its meter provider."""
+    ref = weakref.ref(telemetry)
+
+    def dropped() -> int:
+        alive = ref()
+        return alive.dropped_spans if alive is not None else 0
+
+    return dropped

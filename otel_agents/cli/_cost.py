@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from otel_agents._internal.export.store import StoredCall, StoredRun
+    from otel_agents._internal.export.store.reader import StoredCall, StoredRun
 
 DIMENSIONS: Final = ("team", "model", "agent", "user", "conversation", "day")
 BY_CALL: Final = frozenset({"model", "agent"})

@@ -17,7 +17,7 @@ from otel_agents._version import __version__
 from ._cost import DIMENSIONS
 
 if TYPE_CHECKING:
-    from otel_agents._internal.export.store import Store
+    from otel_agents._internal.export.store.reader import Store
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -74,7 +74,7 @@ def _store_dir(argument: str | None) -> Path:
 
 def _existing_store(argument: str | None) -> Store:
     """The store to read: its directory must exist (a mistyped --store is not "no runs yet")."""
-    from otel_agents._internal.export.store import Store
+    from otel_agents._internal.export.store.reader import Store
 
     directory = _store_dir(argument)
     if not directory.exists():
@@ -102,7 +102,7 @@ def _runs(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from otel_agents._internal.export.store import RunNotFound, run_subtree
+    from otel_agents._internal.export.store.reader import RunNotFound, run_subtree
 
     from ._render import console, trace_json, trace_tree
 
@@ -163,7 +163,7 @@ def _export(args: argparse.Namespace) -> int:
     from otel_agents._internal.config.settings import resolve_settings
     from otel_agents._internal.export.exporters import otlp_span_exporter
     from otel_agents._internal.export.replay import readable_spans
-    from otel_agents._internal.export.store import RunNotFound
+    from otel_agents._internal.export.store.reader import RunNotFound
 
     store = _existing_store(args.store)
     if args.all:
@@ -196,7 +196,7 @@ def _export(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     import otel_agents
-    from otel_agents._internal.export.store import Store, run_subtree
+    from otel_agents._internal.export.store.reader import Store, run_subtree
     from otel_agents._internal.export.store_path import unwritable
 
     from ._demo import run_demo
@@ -259,7 +259,7 @@ def _activate_script() -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from otel_agents._internal.export.store import StoreError, StoreVersionError
+    from otel_agents._internal.export.store.schema import StoreError, StoreVersionError
 
     try:
         args = _parser().parse_args(argv)

@@ -21,7 +21,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from otel_agents._internal import keys as sc
-from otel_agents._internal.export.store import StoredRun, StoredSpan
+from otel_agents._internal.export.store.reader import StoredRun, StoredSpan
 
 from ._cost import CostRow, micro
 

@@ -1,0 +1,1 @@
+"""AutoGen's side: the patches (through the wrapping ledger), the facts they rely on, tap, runtimes, instrumentor."""

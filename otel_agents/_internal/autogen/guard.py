@@ -11,8 +11,9 @@ from autogen_core import Component
 from opentelemetry import trace
 from pydantic import BaseModel
 
-from otel_agents._internal.genai.loops import LoopLimits, LoopRules, ResolvedLimits
-from otel_agents._internal.telemetry import configured_loop_limits
+from otel_agents._internal.config.loop_limits import LoopLimits
+from otel_agents._internal.genai.loops import LoopRules, ResolvedLimits
+from otel_agents._internal.tracing.globals import configured_loop_limits
 from otel_agents._internal.tracing.registry import REGISTRY
 
 

@@ -17,7 +17,8 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from otel_agents._internal import sigterm
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen import patches, wrapping
-from otel_agents._internal.telemetry import adopt, configured, store_into_global_provider
+from otel_agents._internal.export.global_store import store_into_global_provider
+from otel_agents._internal.telemetry import adopt, configured
 
 
 class AutoGenInstrumentor(BaseInstrumentor):  # type: ignore[misc]

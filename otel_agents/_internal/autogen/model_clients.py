@@ -34,8 +34,9 @@ from otel_agents._internal.genai.content import ContentPolicy
 from otel_agents._internal.genai.content import input_messages as content_input_messages
 from otel_agents._internal.genai.content import output_messages as content_output_messages
 from otel_agents._internal.genai.inference import Inference, others_stand_down
+from otel_agents._internal.recording import Recording
 from otel_agents._internal.run.follow import RunStream
-from otel_agents._internal.telemetry import Telemetry, current
+from otel_agents._internal.tracing.globals import current
 from otel_agents._internal.tracing.registry import REGISTRY, Node
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ class ModelCall:
 
     def __init__(
         self,
-        telemetry: Telemetry,
+        telemetry: Recording,
         client: object,
         args: Sequence[Any],
         kwargs: Mapping[str, Any],
@@ -219,7 +220,7 @@ _warned_unpriced: set[str] = set()
 service calling that many unpriced models may see a name twice)."""
 
 
-def _unpriced(telemetry: Telemetry, model: str | None, tokens: int) -> None:
+def _unpriced(telemetry: Recording, model: str | None, tokens: int) -> None:
     """Count the tokens of a call we cannot price; warn once per model."""
     name = model or "unknown"
     telemetry.instruments.tokens_unpriced.add(tokens, {sc.GEN_AI_REQUEST_MODEL: name})
@@ -260,7 +261,7 @@ def _start(
         node = REGISTRY.lookup(trace.get_current_span().get_span_context())
         if node is None and not wrapping.every_run():  # only the runs you tap
             return None
-        run_telemetry = node.run.telemetry if node is not None else None
+        run_telemetry = node.run.recording if node is not None else None
         telemetry = run_telemetry if run_telemetry is not None else current(None)
         if telemetry.disabled:
             return None

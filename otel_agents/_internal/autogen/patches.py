@@ -25,12 +25,12 @@ from typing import Any
 
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen import wrapping
+from otel_agents._internal.autogen.tracer_hook import AUTOGEN_TRACERS
 from otel_agents._internal.run import attribution, starts, turns
 from otel_agents._internal.run.awaited import record_response, record_task_result, recorded
 from otel_agents._internal.run.follow import Kind, RunStream
 from otel_agents._internal.run.start import workflow_name
 from otel_agents._internal.run.workflow import WorkflowSpan
-from otel_agents._internal.telemetry import AUTOGEN_TRACERS
 
 logger = logging.getLogger(__name__)
 

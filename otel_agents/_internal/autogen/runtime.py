@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from otel_agents._internal.config.settings import ConfigError
-from otel_agents._internal.telemetry import Telemetry, current
+from otel_agents._internal.telemetry import Telemetry
+from otel_agents._internal.tracing.globals import current
 
 if TYPE_CHECKING:
     from autogen_core import AgentRuntime

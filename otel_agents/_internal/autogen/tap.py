@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from otel_agents._internal.autogen import patches
 from otel_agents._internal.run.follow import RunStream
 from otel_agents._internal.run.start import run_starter, runner_of, workflow_name
-from otel_agents._internal.telemetry import Telemetry, current
+from otel_agents._internal.telemetry import Telemetry
+from otel_agents._internal.tracing.globals import current
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

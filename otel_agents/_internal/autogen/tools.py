@@ -20,7 +20,7 @@ from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen import wrapping
 from otel_agents._internal.autogen.wrapping import on_subclass, wrap_subclasses
 from otel_agents._internal.genai.content import ContentPolicy
-from otel_agents._internal.telemetry import current
+from otel_agents._internal.tracing.globals import current
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""The settings: one table of every setting, its parsers, and their resolution (argument, variable, default)."""

@@ -2,8 +2,9 @@
 
 Each `Param` names its `configure()` argument (if any), its environment variables in precedence order
 (standard `OTEL_*` first; the first one set wins), how a variable's text is parsed and validated, how
-an argument is checked, and the default. A value resolves as: argument, then variable, then default;
-every variable set is validated, also when the argument wins. A bad value raises `ConfigError`
+an argument is checked (both with the functions of `parsers.py`), and the default. A value resolves
+as: argument, then variable, then default; every variable set is validated, also when the argument
+wins. A bad value raises `ConfigError`
 naming the argument or variable and the value (OTLP header values are secrets: never shown).
 
 `environment()` is the one place otel-agents reads the process environment. It returns a snapshot
@@ -15,25 +16,18 @@ The README's settings table is checked against `PARAMS` by tests/test_settings_t
 
 from __future__ import annotations
 
-import math
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Generic, Literal, TypeVar, cast
-from urllib.parse import unquote
+from typing import Any, Final, Generic, Literal, TypeVar
 
-from otel_agents._internal.config.errors import ConfigError
+from otel_agents._internal.config import parsers
+from otel_agents._internal.config.parsers import Number, Protocol, RunParent, RuntimeSpans, StreamUsage
 from otel_agents._internal.genai.content import CONTENT_MODES, ContentMode
-from otel_agents._internal.genai.prices import Price, prices_from_argument, prices_from_file
+from otel_agents._internal.genai.prices import Price
 
 T = TypeVar("T")
-RuntimeSpans = Literal["auto", "off", "nested"]
-StreamUsage = Literal["off", "request"]
-RunParent = Literal["current", "link"]
-Protocol = Literal["grpc", "http/protobuf"]
-Number = int | float
 
 OTLP: Final = "OTEL_EXPORTER_OTLP"
 """Prefix of the OTLP variables: `{OTLP}_ENDPOINT`, `{OTLP}_TRACES_ENDPOINT`, ..."""
@@ -113,353 +107,6 @@ def variable_text(environ: Mapping[str, str], name: str) -> str | None:
     return value.strip()
 
 
-# Parsers of a variable's text: `(variable, text) -> value`, raising ConfigError naming both.
-
-
-def _text(name: str, text: str) -> str:
-    return text
-
-
-def _path(name: str, text: str) -> Path:
-    return Path(text).expanduser()
-
-
-def _directory(name: str, text: str) -> Path:
-    return Path(text)
-
-
-def _data_home(name: str, text: str) -> Path:
-    """The user data directory that `XDG_DATA_HOME`, else `HOME`, names."""
-    return Path(text) if name != "HOME" else Path(text) / ".local" / "share"
-
-
-def _boolean(name: str, text: str) -> bool:
-    lowered = text.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    raise ConfigError(f"{name}={text!r}: expected 'true' or 'false'")
-
-
-_LARGEST_WHOLE: Final = 2**31 - 1
-"""The largest whole number a setting takes (a queue size, milliseconds): the SDK's queue cannot be
-larger than the platform's sizes anyway."""
-
-
-def _number(*, integer: bool = False, minimum: float = 0) -> Callable[[str, str], Number]:
-    def parse(name: str, text: str) -> Number:
-        try:
-            number: Number = int(text) if integer else float(text)
-        except ValueError:
-            kind = "a whole number" if integer else "a number"
-            raise ConfigError(f"{name}={text!r}: expected {kind}") from None
-        if (isinstance(number, float) and not math.isfinite(number)) or number < minimum:  # NaN, infinities
-            raise ConfigError(f"{name}={text!r}: expected a finite number of at least {minimum:g}")
-        if integer and number > _LARGEST_WHOLE:
-            shown = repr(text) if len(text) <= 40 else f"{text[:40]!r}..."
-            raise ConfigError(f"{name}={shown}: expected a whole number of at most {_LARGEST_WHOLE}")
-        return number
-
-    return parse
-
-
-def _whole(minimum: int) -> Callable[[str, str], int]:
-    number = _number(integer=True, minimum=minimum)
-    return lambda name, text: int(number(name, text))
-
-
-def _seconds(name: str, text: str) -> float:
-    return float(_number()(name, text))
-
-
-def _ratio(name: str, text: str) -> float:
-    ratio = float(_number()(name, text))
-    if ratio > 1:
-        raise ConfigError(f"{name}={text!r}: expected a ratio from 0 to 1")
-    return ratio
-
-
-def _size_mb(name: str, text: str) -> float:
-    size = float(_number()(name, text))
-    if size <= 0:
-        raise ConfigError(f"{name}={text!r}: expected a size above 0")
-    return size
-
-
-def _port(name: str, text: str) -> int:
-    port = int(_number(integer=True)(name, text))
-    if not 0 <= port <= 65535:
-        raise ConfigError(f"{name}={text!r}: expected a port")
-    return port
-
-
-def _host(name: str, text: str) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9._:\-\[\]]+", text):
-        raise ConfigError(f"{name}={text!r}: expected a host name or address")
-    return text
-
-
-def _key_values(name: str, text: str) -> tuple[tuple[str, str], ...]:
-    pairs = []
-    for position, pair in enumerate(text.split(","), start=1):
-        if not pair.strip():
-            continue
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"{name}: entry {position} ({pair.strip()!r}) is not key=value")
-        pairs.append((key.strip(), value.strip()))
-    return tuple(pairs)
-
-
-def _existing_file(name: str, text: str) -> Path:
-    if not Path(text).is_file():
-        raise ConfigError(f"{name}={text!r}: no such file")
-    return Path(text)
-
-
-def _exporters(allowed: tuple[str, ...]) -> Callable[[str, str], tuple[str, ...]]:
-    def parse(name: str, text: str) -> tuple[str, ...]:
-        names = tuple(part.strip().lower() for part in text.split(",") if part.strip())
-        for exporter in names:
-            if exporter not in allowed:
-                raise ConfigError(f"{name}={text!r}: {exporter!r} is not one of {', '.join(allowed)}")
-        if "none" in names and len(names) > 1:
-            raise ConfigError(f"{name}={text!r}: 'none' cannot be combined with other exporters")
-        return names
-
-    return parse
-
-
-_SAMPLERS: Final = frozenset(
-    {
-        "always_on",
-        "always_off",
-        "traceidratio",
-        "parentbased_always_on",
-        "parentbased_always_off",
-        "parentbased_traceidratio",
-    }
-)
-
-
-def _sampler(name: str, text: str) -> str:
-    if text.lower() not in _SAMPLERS:
-        raise ConfigError(f"{name}={text!r}: expected one of {', '.join(sorted(_SAMPLERS))}")
-    return text.lower()
-
-
-def parse_headers(source: str, value: str) -> dict[str, str]:
-    """`k1=v1,k2=v2` (values URL-encoded) as the OTLP variables write headers."""
-    headers: dict[str, str] = {}
-    for position, pair in enumerate(value.split(","), start=1):
-        if not pair.strip():
-            continue
-        key, sep, item = pair.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"{source}: entry {position} is not key=value (value not shown: headers are secrets)")
-        headers[unquote(key.strip()).lower()] = unquote(item.strip())
-    return headers
-
-
-def _price_file(name: str, text: str) -> Mapping[str, Price]:
-    return prices_from_file(name, text)
-
-
-MAX_METRIC_ATTRIBUTES: Final = 8
-"""At most this many run attributes become metric labels: each multiplies the run metrics' series."""
-_METRIC_ATTRIBUTE_KEY: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}")
-_RESERVED_LABELS: Final = frozenset({"le", "quantile", "job", "instance"})
-"""Prometheus labels that a run attribute must not become: bucket bounds, quantiles, the target."""
-_RESERVED_LABEL_PREFIXES: Final = ("gen_ai_", "otel_agents_", "otel_scope_", "exported_", "__")
-"""... and label families: ours, the SDK's scope, what Prometheus renames on a clash (`exported_instance`
-is a process's service.instance.id behind the Collector)."""
-
-
-def metric_label(key: str) -> str:
-    """The Prometheus label a metric attribute key becomes (what OpenTelemetry's exporters write)."""
-    return re.sub(r"[^A-Za-z0-9_]", "_", key)
-
-
-def _metric_attributes(name: str, text: str) -> tuple[str, ...]:
-    """`tenant,region`: run attribute keys (as given to `run_attributes(attributes=...)`) that become
-    labels of the run metrics; at most `MAX_METRIC_ATTRIBUTES`, none reserved, none twice."""
-    keys = tuple(part.strip() for part in text.split(","))
-    if len(keys) > MAX_METRIC_ATTRIBUTES:
-        raise ConfigError(
-            f"{name}={text!r}: {len(keys)} keys, at most {MAX_METRIC_ATTRIBUTES} (every label multiplies the "
-            "number of series)"
-        )
-    labels: dict[str, str] = {}
-    for position, key in enumerate(keys, start=1):
-        if not key:
-            raise ConfigError(f"{name}={text!r}: entry {position} is empty (expected a comma list of keys)")
-        if not _METRIC_ATTRIBUTE_KEY.fullmatch(key):
-            raise ConfigError(
-                f"{name}={text!r}: {key!r} is not a key of letters, digits, '_', '.' or '-' starting with a "
-                "letter or '_' (at most 128 characters)"
-            )
-        label = metric_label(key)
-        if label in _RESERVED_LABELS or label.startswith(_RESERVED_LABEL_PREFIXES):
-            raise ConfigError(
-                f"{name}={text!r}: {key!r} is reserved (it would be the label {label!r}; gen_ai.*, otel_agents.*, "
-                "otel_scope_*, exported_*, __*, le, quantile, job and instance are not run attributes)"
-            )
-        if label in labels:
-            raise ConfigError(f"{name}={text!r}: {key!r} and {labels[label]!r} are both the label {label!r}")
-        labels[label] = key
-    return keys
-
-
-# Parsers that take an argument or a variable's text alike: `(source, value) -> value`.
-
-
-def _runtime_spans(source: str, value: object) -> RuntimeSpans:
-    lowered = value.lower() if isinstance(value, str) else value
-    if lowered in ("auto", "off", "nested"):
-        return lowered
-    raise ConfigError(f"{source}={value!r}: expected 'auto', 'off' or 'nested'")
-
-
-def _stream_usage(source: str, value: str) -> StreamUsage:
-    lowered = value.lower()
-    if lowered in ("off", "request"):
-        return cast(StreamUsage, lowered)
-    raise ConfigError(f"{source}={value!r}: expected 'off' or 'request'")
-
-
-def _run_parent(source: str, value: str) -> RunParent:
-    lowered = value.lower()
-    if lowered in ("current", "link"):
-        return cast(RunParent, lowered)
-    raise ConfigError(f"{source}={value!r}: expected 'current' or 'link'")
-
-
-def _protocol(source: str, value: object) -> Protocol:
-    lowered = value.strip().lower() if isinstance(value, str) else value
-    if lowered == "grpc":
-        return "grpc"
-    if lowered == "http/protobuf":
-        return "http/protobuf"
-    hint = " (the Python SDK has no http/json exporter)" if lowered == "http/json" else ""
-    raise ConfigError(f"{source}={value!r}: expected 'grpc' or 'http/protobuf'{hint}")
-
-
-def _content_mode(source: str, value: object) -> ContentMode:
-    if isinstance(value, bool):
-        return "SPAN_ONLY" if value else "NO_CONTENT"
-    if isinstance(value, str):
-        upper = value.strip().upper()
-        if upper == "TRUE":
-            return "SPAN_ONLY"
-        if upper == "FALSE":
-            return "NO_CONTENT"
-        for mode in CONTENT_MODES:
-            if upper == mode:
-                return mode
-    raise ConfigError(f"{source}={value!r}: expected one of {', '.join(CONTENT_MODES)}, true or false")
-
-
-# Checks of an argument: `(argument, value) -> value`.
-
-
-def _service_name(source: str, value: object) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{source}={value!r}: expected a non-empty string")
-    return value
-
-
-def _headers(source: str, value: object) -> dict[str, str]:
-    if isinstance(value, str):
-        return parse_headers(source, value)
-    if isinstance(value, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        return {k.lower(): v for k, v in value.items()}
-    raise ConfigError(f"{source}: expected a mapping of str to str or a 'k=v,k2=v2' string (value not shown)")
-
-
-def _endpoint(source: str, value: object) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{source}={value!r}: expected a URL")
-    return value.strip()
-
-
-def _store(source: str, value: object) -> Path | bool:
-    if isinstance(value, bool):
-        return value
-    if not isinstance(value, (str, os.PathLike)) or not str(value).strip():
-        raise ConfigError(f"{source}={value!r}: expected a directory path, or False for no store")
-    return Path(value).expanduser()
-
-
-def _redact(source: str, value: object) -> Callable[[str], str]:
-    if not callable(value):
-        raise ConfigError(f"{source}={value!r}: expected a function taking a text and returning a text")
-    return cast("Callable[[str], str]", value)
-
-
-def _span_exporter(source: str, value: object) -> object:
-    if not callable(getattr(value, "export", None)):
-        raise ConfigError(f"{source}={value!r}: expected a SpanExporter")
-    return value
-
-
-def _metric_readers(source: str, value: object) -> Iterable[object]:
-    if (
-        isinstance(value, (str, bytes))
-        or not isinstance(value, Iterable)
-        or not all(hasattr(reader, "collect") for reader in value)
-    ):
-        raise ConfigError(f"{source}={value!r}: expected a list of MetricReader")
-    return value
-
-
-def _prometheus(source: str, value: object) -> tuple[str, int] | bool:
-    if isinstance(value, bool):
-        return value
-    if (
-        isinstance(value, tuple)
-        and len(value) == 2
-        and isinstance(value[0], str)
-        and value[0]
-        and isinstance(value[1], int)
-        and not isinstance(value[1], bool)
-        and 0 <= value[1] <= 65535
-    ):
-        return (value[0], value[1])
-    raise ConfigError(f"{source}={value!r}: expected (host, port), True for the defaults, or False")
-
-
-def _prices(source: str, value: object) -> Mapping[str, Price]:
-    return prices_from_argument(source, value)
-
-
-def _threshold_value(name: str, value: object, source: str, shown: str) -> Number:
-    integer = name in ("max_messages", "max_repeats", "token_budget")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
-        raise ConfigError(f"{source}={shown}: expected {'a whole number' if integer else 'a number'}")
-    if name == "max_repeats":
-        if value < 2:
-            raise ConfigError(f"{source}={shown}: expected at least 2")
-    elif not value > 0:  # also refuses NaN
-        raise ConfigError(f"{source}={shown}: expected a number above 0")
-    return value
-
-
-def _threshold(field: str) -> tuple[Callable[[str, str], Number], Callable[[str, object], Number]]:
-    """(parse, check) of one loop threshold: a whole number or a number, above 0 (repeats: >= 2)."""
-    integer = field in ("max_messages", "max_repeats", "token_budget")
-
-    def parse(name: str, text: str) -> Number:
-        try:
-            value: Number = int(text) if integer else float(text)
-        except ValueError:
-            raise ConfigError(f"{name}={text!r}: expected {'a whole number' if integer else 'a number'}") from None
-        return _threshold_value(field, value, name, repr(text))
-
-    def check(source: str, value: object) -> Number:
-        return _threshold_value(field, value, source, repr(value))
-
-    return parse, check
-
-
 # The table.
 
 DEFAULT_SERVICE_NAME: Final = "otel-agents"
@@ -475,47 +122,47 @@ SERVICE_NAME: Final = Param[str](
     setting="service name, resource",
     argument="service_name",
     variables=("OTEL_SERVICE_NAME",),
-    parse=_text,
-    check=_service_name,
+    parse=parsers.text,
+    check=parsers.service_name,
     default=DEFAULT_SERVICE_NAME,
     kind="text; unset: `service.name` of OTEL_RESOURCE_ATTRIBUTES, else the default",
 )
 RESOURCE_ATTRIBUTES: Final = Param[tuple[tuple[str, str], ...]](
     setting="service name, resource",
     variables=("OTEL_RESOURCE_ATTRIBUTES",),
-    parse=_key_values,
+    parse=parsers.key_values,
     kind="`key=value` pairs, comma-separated",
     sdk_reads=True,
 )
 SDK_DISABLED: Final = Param[bool](
     setting="kill switch",
     variables=("OTEL_SDK_DISABLED",),
-    parse=_boolean,
+    parse=parsers.boolean,
     default=False,
     kind="true or false; true: nothing recorded, taps pass items through",
 )
 SPAN_EXPORTER: Final = Param[object](
     setting="exporters",
     argument="span_exporter",
-    check=_span_exporter,
+    check=parsers.span_exporter,
     kind="a SpanExporter; replaces the default destination (OTEL_TRACES_EXPORTER is then not used)",
 )
 METRIC_READERS: Final = Param[Iterable[object]](
     setting="exporters",
     argument="metric_readers",
-    check=_metric_readers,
+    check=parsers.metric_readers,
     kind="a list of MetricReader, added to those of OTEL_METRICS_EXPORTER",
 )
 TRACES_EXPORTER: Final = Param[tuple[str, ...]](
     setting="exporters",
     variables=("OTEL_TRACES_EXPORTER",),
-    parse=_exporters(("otlp", "console", "none")),
+    parse=parsers.exporters(("otlp", "console", "none")),
     kind="comma list of otlp, console, none; unset: otlp when an endpoint is set, else the embedded store",
 )
 METRICS_EXPORTER: Final = Param[tuple[str, ...]](
     setting="exporters",
     variables=("OTEL_METRICS_EXPORTER",),
-    parse=_exporters(("otlp", "console", "prometheus", "none")),
+    parse=parsers.exporters(("otlp", "console", "prometheus", "none")),
     kind="comma list of otlp, console, prometheus, none; unset: otlp when an endpoint is set",
 )
 
@@ -547,8 +194,8 @@ def _otlp(signal: Literal["traces", "metrics"]) -> Otlp:
             setting="OTLP",
             argument="endpoint",
             variables=names("ENDPOINT"),
-            parse=_text,
-            check=_endpoint,
+            parse=parsers.text,
+            check=parsers.endpoint,
             kind=f"a URL (gRPC: also host:port), checked against the protocol; the generic variable is a base "
             f"URL (HTTP appends /v1/{signal}), the signal one is used as given",
         ),
@@ -556,8 +203,8 @@ def _otlp(signal: Literal["traces", "metrics"]) -> Otlp:
             setting="OTLP",
             argument="protocol",
             variables=names("PROTOCOL"),
-            parse=_protocol,
-            check=_protocol,
+            parse=parsers.protocol,
+            check=parsers.protocol,
             default=DEFAULT_PROTOCOL,
             kind="grpc or http/protobuf",
         ),
@@ -565,15 +212,15 @@ def _otlp(signal: Literal["traces", "metrics"]) -> Otlp:
             setting="OTLP",
             argument="headers",
             variables=names("HEADERS"),
-            parse=parse_headers,
-            check=_headers,
+            parse=parsers.parse_headers,
+            check=parsers.headers,
             kind="`k=v,k2=v2`, values URL-encoded; never shown in errors",
             sdk_reads=True,
         ),
         timeout=Param(
             setting="OTLP",
             variables=names("TIMEOUT"),
-            parse=_seconds,
+            parse=parsers.seconds,
             default=DEFAULT_OTLP_TIMEOUT_S,
             kind="seconds, as the Python SDK reads it; shutdown waits this long plus a grace",
             sdk_reads=True,
@@ -581,14 +228,14 @@ def _otlp(signal: Literal["traces", "metrics"]) -> Otlp:
         insecure=Param(
             setting="OTLP",
             variables=names("INSECURE"),
-            parse=_boolean,
+            parse=parsers.boolean,
             kind="true or false (gRPC)",
             sdk_reads=True,
         ),
         certificate=Param(
             setting="OTLP",
             variables=names("CERTIFICATE"),
-            parse=_existing_file,
+            parse=parsers.existing_file,
             kind="an existing file",
             sdk_reads=True,
         ),
@@ -606,7 +253,7 @@ BATCHING: Final = tuple(
     Param[int](
         setting="batching",
         variables=(name,),
-        parse=_whole(0 if name == "OTEL_BSP_EXPORT_TIMEOUT" else 1),
+        parse=parsers.whole(0 if name == "OTEL_BSP_EXPORT_TIMEOUT" else 1),
         kind="a whole number (milliseconds, spans); unset: the SDK's default",
         sdk_reads=True,
     )
@@ -620,14 +267,14 @@ BATCHING: Final = tuple(
 TRACES_SAMPLER: Final = Param[str](
     setting="sampling",
     variables=("OTEL_TRACES_SAMPLER",),
-    parse=_sampler,
-    kind=f"one of {', '.join(sorted(_SAMPLERS))}; unset: the SDK's parentbased_always_on",
+    parse=parsers.sampler,
+    kind=f"one of {', '.join(sorted(parsers.SAMPLERS))}; unset: the SDK's parentbased_always_on",
     sdk_reads=True,
 )
 TRACES_SAMPLER_ARG: Final = Param[float](
     setting="sampling",
     variables=("OTEL_TRACES_SAMPLER_ARG",),
-    parse=_ratio,
+    parse=parsers.ratio,
     kind="a ratio from 0 to 1",
     sdk_reads=True,
 )
@@ -635,21 +282,21 @@ CAPTURE_CONTENT: Final = Param[ContentMode](
     setting="content capture",
     argument="capture_content",
     variables=("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",),
-    parse=_content_mode,
-    check=_content_mode,
+    parse=parsers.content_mode,
+    check=parsers.content_mode,
     default="NO_CONTENT",
     kind=f"one of {', '.join(CONTENT_MODES)} (any case); true: SPAN_ONLY, false: NO_CONTENT",
 )
 REDACT: Final = Param[Callable[[str], str]](
     setting="content capture",
     argument="redact",
-    check=_redact,
+    check=parsers.redact,
     kind="a function taking a text and returning a text",
 )
 CONTENT_MAX_CHARS: Final = Param[int](
     setting="content size",
     variables=("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_AGENTS_CONTENT_MAX_CHARS"),
-    parse=_whole(1),
+    parse=parsers.whole(1),
     default=DEFAULT_CONTENT_MAX_CHARS,
     kind="a whole number of characters, at least 1",
     sdk_reads=True,
@@ -658,22 +305,22 @@ RUNTIME_SPANS: Final = Param[RuntimeSpans](
     setting="AutoGen runtime spans",
     argument="runtime_spans",
     variables=("OTEL_AGENTS_RUNTIME_SPANS",),
-    parse=_runtime_spans,
-    check=_runtime_spans,
+    parse=parsers.runtime_spans,
+    check=parsers.runtime_spans,
     default="auto",
     kind="auto (inside AgentChat runs as off; elsewhere, autogen-core apps, as nested), off or nested (any case)",
 )
 STREAM_USAGE: Final = Param[StreamUsage](
     setting="streamed-call usage",
     variables=("OTEL_AGENTS_STREAM_USAGE",),
-    parse=_stream_usage,
+    parse=parsers.stream_usage,
     default="off",
     kind="off, or request: ask AutoGen's OpenAI clients for usage on streamed calls (stream_options.include_usage)",
 )
 RUN_PARENT: Final = Param[RunParent](
     setting="where a run's trace starts",
     variables=("OTEL_AGENTS_RUN_PARENT",),
-    parse=_run_parent,
+    parse=parsers.run_parent,
     default="current",
     kind="current (a child of the span current where the run starts) or link (the root of its own "
     "trace, linked to that span)",
@@ -681,7 +328,7 @@ RUN_PARENT: Final = Param[RunParent](
 EXIT_TIMEOUT_S: Final = Param[float](
     setting="how long exit and SIGTERM wait for export",
     variables=("OTEL_AGENTS_EXIT_TIMEOUT_S",),
-    parse=_seconds,
+    parse=parsers.seconds,
     default=DEFAULT_EXIT_TIMEOUT_S,
     kind="seconds, at least 0",
 )
@@ -689,21 +336,21 @@ STORE: Final = Param[Path | bool](
     setting="embedded store",
     argument="store",
     variables=("OTEL_AGENTS_STORE",),
-    parse=_path,
-    check=_store,
+    parse=parsers.path,
+    check=parsers.store,
     kind="a directory; False: no store; unset: the user data directory's otel-agents/store",
 )
 STORE_MAX_MB: Final = Param[float](
     setting="embedded store",
     variables=("OTEL_AGENTS_STORE_MAX_MB",),
-    parse=_size_mb,
+    parse=parsers.size_mb,
     default=DEFAULT_STORE_MAX_MB,
     kind="megabytes, above 0",
 )
 DATA_HOME: Final = Param[Path](
     setting="embedded store",
     variables=("XDG_DATA_HOME", "HOME"),
-    parse=_data_home,
+    parse=parsers.data_home,
     kind="the user data directory: $XDG_DATA_HOME, else $HOME/.local/share (neither set: the "
     "password database's home directory)",
 )
@@ -711,29 +358,29 @@ PRICES: Final[Param[Mapping[str, Price]]] = Param(
     setting="prices",
     argument="prices",
     variables=("OTEL_AGENTS_PRICES",),
-    parse=_price_file,
-    check=_prices,
+    parse=parsers.price_file,
+    check=parsers.prices,
     kind="a JSON or TOML file (the argument: a path or a mapping) of USD per million tokens, merged "
     "over the built-in table",
 )
 PROMETHEUS: Final = Param[tuple[str, int] | bool](
     setting="Prometheus endpoint",
     argument="prometheus",
-    check=_prometheus,
+    check=parsers.prometheus,
     kind="(host, port), True for the variables' host and port, or False; unset: on when "
     "OTEL_METRICS_EXPORTER names prometheus",
 )
 PROMETHEUS_HOST: Final = Param[str](
     setting="Prometheus endpoint",
     variables=("OTEL_EXPORTER_PROMETHEUS_HOST",),
-    parse=_host,
+    parse=parsers.host,
     default=DEFAULT_PROMETHEUS[0],
     kind="a host name or address",
 )
 PROMETHEUS_PORT: Final = Param[int](
     setting="Prometheus endpoint",
     variables=("OTEL_EXPORTER_PROMETHEUS_PORT",),
-    parse=_port,
+    parse=parsers.port,
     default=DEFAULT_PROMETHEUS[1],
     kind="a port, 0 to 65535",
 )
@@ -741,15 +388,15 @@ PROMETHEUS_PORT: Final = Param[int](
 METRIC_ATTRIBUTES: Final = Param[tuple[str, ...]](
     setting="metric labels from run attributes",
     variables=("OTEL_AGENTS_METRIC_ATTRIBUTES",),
-    parse=_metric_attributes,
-    kind=f"comma list of at most {MAX_METRIC_ATTRIBUTES} keys given to run_attributes(attributes=...), e.g. "
+    parse=parsers.metric_attributes,
+    kind=f"comma list of at most {parsers.MAX_METRIC_ATTRIBUTES} keys given to run_attributes(attributes=...), e.g. "
     "tenant; each becomes a label of the run metrics (keys: letters, digits, _ . -; gen_ai.*, otel_agents.*, "
     "exported_*, le, quantile, job, instance reserved); unset: no such labels",
 )
 
 
 def _loop_threshold(field: str, variable: str, kind: str, default: int | None = None) -> Param[Number]:
-    parse, check = _threshold(field)
+    parse, check = parsers.threshold(field)
     return Param[Number](
         setting="loop thresholds",
         argument=f"loop_limits.{field}",

@@ -51,14 +51,10 @@ from otel_agents._internal.config.params import (
     TRACES_SAMPLER_ARG,
     Otlp,
     Param,
-    Protocol,
-    RunParent,
-    RuntimeSpans,
-    StreamUsage,
     environment,
-    parse_headers,
     variable_text,
 )
+from otel_agents._internal.config.parsers import Protocol, RunParent, RuntimeSpans, StreamUsage, parse_headers
 from otel_agents._internal.genai.content import ContentPolicy
 from otel_agents._internal.genai.prices import PriceTable
 

@@ -30,7 +30,7 @@ def span_exporters(settings: Settings) -> list[SpanExporter]:
 
             exporters.append(ConsoleSpanExporter())
         elif name == "store":
-            from otel_agents._internal.export.store import StoreSpanExporter
+            from otel_agents._internal.export.store.writer import StoreSpanExporter
 
             assert settings.store_dir is not None
             _check_store(settings)

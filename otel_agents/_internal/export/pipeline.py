@@ -3,8 +3,10 @@
 Each exporter sits behind a `GuardedExporter` and a `BoundedBatchSpanProcessor`:
 
 - the guard removes user content that AutoGen's own spans carry when capture is off (exception
-  messages and stack traces in events, status descriptions, the runtime's `message` attribute);
-- it counts the spans of every failed export and says so in one log line per outage;
+  messages and stack traces in events, status descriptions, the runtime's `message` attribute:
+  `export/scrub.py`);
+- it counts the spans of every failed export (in the pipeline's `Health`, `export/health.py`) and
+  says so in one log line per outage;
 - the processor counts the spans it was given, so that spans its bounded queue dropped, or that
   were still queued when shutdown gave up, are counted too (from public API only: the SDK's queue
   is not public, so while running that count is a lower bound, exact once the queue is full);
@@ -12,148 +14,34 @@ Each exporter sits behind a `GuardedExporter` and a `BoundedBatchSpanProcessor`:
   interpreter exit on Python 3.12 and later no thread can be started: shutdown then runs in the
   exiting thread, and batches not yet handed to the exporter by that time are refused (dropped and
   counted); a batch under way then still takes up to its exporter's own timeout.
+
+A forked child starts its counts from zero (`export/fork.py`).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
-import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from opentelemetry.context import Context
-from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.trace import Status
 
-from otel_agents._internal import keys as sc
-from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.config.params import SDK_MAX_QUEUE_SIZE
 from otel_agents._internal.config.settings import Settings
 from otel_agents._internal.export import otel_conventions as otel
+from otel_agents._internal.export.fork import reset_in_forked_child
+from otel_agents._internal.export.health import Health
+from otel_agents._internal.export.scrub import scrub
 from otel_agents._internal.genai.content import ContentPolicy
 
 logger = logging.getLogger(__name__)
 
-_STACKTRACE: Final = "exception.stacktrace"
-_EXCEPTION_TEXT: Final = ("exception.message", _STACKTRACE)
-_CONTENT_ATTRIBUTES: Final = ag.RUNTIME_CONTENT_ATTRIBUTES | frozenset(
-    {
-        sc.MESSAGE_CONTENT,
-        sc.INPUT_VALUE,  # a run's task and answer (ours with capture on; OpenInference's instrumentations')
-        sc.OUTPUT_VALUE,
-        sc.GEN_AI_INPUT_MESSAGES,
-        sc.GEN_AI_OUTPUT_MESSAGES,
-        "gen_ai.system_instructions",  # written by other GenAI instrumentations, not by us
-        sc.GEN_AI_TOOL_CALL_ARGUMENTS,
-        sc.GEN_AI_TOOL_CALL_RESULT,
-        *_EXCEPTION_TEXT,
-    }
-)
 SHUTDOWN_GRACE_S: Final = 3.0
 """Added to the exporter timeout: how long shutdown may take at most (the contract says + 5 s)."""
-
-
-@dataclass(eq=False)  # compared and hashed as itself (kept in a WeakSet)
-class Health:
-    """What the pipeline lost: spans of failed exports, and spans its queues dropped."""
-
-    failed_export_spans: int = 0
-    processors: list[BoundedBatchSpanProcessor] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def dropped_spans(self) -> int:
-        return self.failed_export_spans + sum(p.dropped_before_export for p in self.processors)
-
-    def undelivered(self) -> list[tuple[str, int]]:
-        """(destination, spans ended and not delivered there) of each exporter missing some: spans
-        dropped, failed, still queued or still being exported."""
-        missing = [(p.guarded.destination, p.ended_spans - p.guarded.delivered_spans) for p in self.processors]
-        return [(destination, count) for destination, count in missing if count > 0]
-
-    def add_failed(self, count: int) -> None:
-        with self._lock:
-            self.failed_export_spans += count
-
-    def close(self) -> None:
-        """After shutdown: whatever a processor has not handed to its exporter counts as dropped."""
-        for processor in self.processors:
-            processor.close()
-
-    def __post_init__(self) -> None:
-        _reset_in_forked_child.add(self)
-
-    def reset_after_fork(self) -> None:
-        """A forked child counts what it loses, not what its parent lost."""
-        self._lock = threading.Lock()
-        self.failed_export_spans = 0
-
-
-def scrub(span: ReadableSpan, policy: ContentPolicy) -> ReadableSpan:
-    """The span without user content the policy does not let out (the same object if it has none)."""
-    attributes = span.attributes or {}
-    if policy.enabled:
-        return _redacted(span, policy)
-    has_content = not _CONTENT_ATTRIBUTES.isdisjoint(attributes)
-    events = span.events
-    has_exception_text = bool(events) and any(
-        key in _EXCEPTION_TEXT for event in events for key in (event.attributes or {})
-    )
-    if not has_content and not has_exception_text and not span.status.description:
-        return span
-    return _copy(
-        span,
-        attributes={k: v for k, v in attributes.items() if k not in _CONTENT_ATTRIBUTES},
-        events=[
-            Event(e.name, {k: v for k, v in (e.attributes or {}).items() if k not in _CONTENT_ATTRIBUTES}, e.timestamp)
-            for e in span.events
-        ],
-        status=Status(span.status.status_code, None),
-    )
-
-
-def _redacted(span: ReadableSpan, policy: ContentPolicy) -> ReadableSpan:
-    """With capture on: exception texts and status descriptions (AutoGen's spans carry them too)
-    redacted, when there is a redact function, and cut to the size limit, as all content is."""
-    exception_texts = any(key in _EXCEPTION_TEXT for event in span.events for key in (event.attributes or {}))
-    if not exception_texts and not span.status.description:
-        return span
-    events = [
-        Event(
-            e.name,
-            {
-                k: policy.text(v, keep_end=k == _STACKTRACE) if k in _EXCEPTION_TEXT and isinstance(v, str) else v
-                for k, v in (e.attributes or {}).items()
-            },
-            e.timestamp,
-        )
-        for e in span.events
-    ]
-    description = span.status.description
-    status = Status(span.status.status_code, policy.text(description) if description else None)
-    return _copy(span, attributes=span.attributes, events=events, status=status)
-
-
-def _copy(span: ReadableSpan, *, attributes: Any, events: Sequence[Event], status: Status) -> ReadableSpan:
-    return ReadableSpan(
-        name=span.name,
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes=attributes,
-        events=events,
-        links=span.links,
-        kind=span.kind,
-        status=status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
-    )
 
 
 class GuardedExporter(SpanExporter):
@@ -299,7 +187,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         self._stopped_here = threading.Event()
         """Set when a shutdown run in the calling thread (no thread could start) is over."""
         exporter.on_export = self._exporting
-        _reset_in_forked_child.add(self)
+        reset_in_forked_child(self)
 
     def limit_shutdown(self, seconds: float) -> None:
         """Shut down within `seconds` at most, if that is sooner (at exit: the exit timeout)."""
@@ -382,26 +270,6 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         with self._lock:
             self._closed = True
         self.guarded.shutdown()
-
-
-class _ResetInForkedChild(Protocol):
-    def reset_after_fork(self) -> None: ...
-
-
-_reset_in_forked_child: weakref.WeakSet[_ResetInForkedChild] = weakref.WeakSet()
-"""What a forked child resets (health and processors alive at the fork): one fork hook for the
-process, however often `configure()` runs, and nothing kept alive by it."""
-
-
-def _reset_after_fork() -> None:
-    for alive in list(_reset_in_forked_child):
-        try:
-            alive.reset_after_fork()
-        except Exception:  # the others are reset all the same
-            logger.warning("otel-agents could not reset %r in a forked child", alive, exc_info=True)
-
-
-os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 class _QueueFullOnce(logging.Filter):

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from otel_agents._internal.export.store import StoredSpan
+from otel_agents._internal.export.store.reader import StoredSpan
 
 
 def _attributes(values: dict[str, Any]) -> dict[str, Any]:

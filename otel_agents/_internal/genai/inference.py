@@ -18,11 +18,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from opentelemetry import metrics
+from opentelemetry import metrics, trace
 from opentelemetry._logs import NoOpLoggerProvider
 from opentelemetry.context import Context, get_value, set_value
 from opentelemetry.util.genai.handler import TelemetryHandler
@@ -33,7 +32,7 @@ from otel_agents._internal.genai import conventions as others
 from otel_agents._version import __version__
 
 if TYPE_CHECKING:
-    from otel_agents._internal.telemetry import Telemetry
+    from otel_agents._internal.genai.content import ContentPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -42,31 +41,37 @@ _EVENT_MODES: Final = ("EVENT_ONLY", "SPAN_AND_EVENT")
 
 _MISSING: Final = object()
 
-_handlers_lock = threading.Lock()
+
+class _Settings(Protocol):
+    @property
+    def content(self) -> ContentPolicy: ...
 
 
-def handler_for(telemetry: Telemetry) -> TelemetryHandler:
-    """The one `TelemetryHandler` of `telemetry`, made at its first model call.
+class Recorder(Protocol):
+    """What a model call records with (a pipeline's `Recording`): its content policy and its handler."""
+
+    @property
+    def settings(self) -> _Settings: ...
+
+    @property
+    def genai_handler(self) -> TelemetryHandler: ...
+
+
+def make_handler(
+    tracer_provider: trace.TracerProvider, meter_provider: metrics.MeterProvider, *, exported: bool
+) -> TelemetryHandler:
+    """The one `TelemetryHandler` of a pipeline (its `Recording` makes it at its first model call).
 
     Its tracer is the run-aware provider's, so a call's span lands in its run's trace; with no
-    metrics destination its meter is a no-op one, so no measurement is made (as for our own
-    instruments)."""
-    handler = telemetry.genai_handler
-    if handler is None:
-        with _handlers_lock:
-            handler = telemetry.genai_handler
-            if handler is None:
-                meter_provider = (
-                    telemetry.meter_provider if telemetry.instruments.exported else metrics.NoOpMeterProvider()
-                )
-                handler = telemetry.genai_handler = TelemetryHandler(
-                    tracer_provider=telemetry.tracer_provider,
-                    meter_provider=meter_provider,
-                    logger_provider=NoOpLoggerProvider(),
-                    instrumentation_scope_name=SCOPE,
-                    instrumentation_scope_version=__version__,
-                )
-    return handler
+    metrics destination (`exported=False`) its meter is a no-op one, so no measurement is made (as
+    for our own instruments)."""
+    return TelemetryHandler(
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider if exported else metrics.NoOpMeterProvider(),
+        logger_provider=NoOpLoggerProvider(),
+        instrumentation_scope_name=SCOPE,
+        instrumentation_scope_version=__version__,
+    )
 
 
 class Inference:
@@ -77,7 +82,7 @@ class Inference:
 
     def __init__(
         self,
-        telemetry: Telemetry,
+        telemetry: Recorder,
         *,
         provider: str,
         request_model: str | None,
@@ -89,7 +94,7 @@ class Inference:
         # Inside another GenAI instrumentation's inference, util-genai gives us no span of our own:
         # what we know is handed to that outer invocation, and we touch no span.
         self.suppressed = isinstance(get_value(CLIENT_INFERENCE_CONTEXT_KEY), InferenceData)
-        invocation = handler_for(telemetry).inference(
+        invocation = telemetry.genai_handler.inference(
             provider, request_model=request_model, conversation_id=conversation_id
         )
         invocation.suspend()  # started attached; the caller attaches `context` around the call itself

@@ -14,20 +14,15 @@ where the exporter supports exemplars (OTLP does).
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from opentelemetry import metrics
 from opentelemetry.context import Context
 
 from otel_agents._internal import keys as sc
-from otel_agents._internal.tracing.per_provider import PerProvider
-from otel_agents._internal.tracing.registry import REGISTRY
-from otel_agents._version import __version__
-
-if TYPE_CHECKING:
-    from otel_agents._internal.telemetry import Telemetry
+from otel_agents._internal.per_provider import PerProvider
+from otel_agents._version import SCHEMA_URL, __version__
 
 TOKEN_BUCKETS: Final = [4.0**i for i in range(14)]  # 1, 4, 16, ... 67108864
 DURATION_BUCKETS: Final = [0.01 * 2**i for i in range(14)]  # 0.01 ... 81.92
@@ -53,11 +48,13 @@ def _span_count(
 
 class _SpanCounts:
     """The span counters of one meter provider, made once: a meter provider keeps the callbacks
-    of the first instruments of a name, so they read whichever pipeline records to it now (weakly:
-    a pipeline replaced by the next `configure()` or `instrument()` is not kept alive by them)."""
+    of the first instruments of a name, so they read whichever pipeline records to it now (what
+    they read is given by that pipeline, and holds it weakly: a pipeline replaced by the next
+    `configure()` or `instrument()` is not kept alive by them)."""
 
     def __init__(self, meter: metrics.Meter) -> None:
-        self.telemetry: Callable[[], Telemetry | None] = lambda: None
+        self.read_dropped: Callable[[], int] = lambda: 0
+        self.read_unplaced: Callable[[], int] = lambda: 0
         self.dropped = _span_count(
             meter,
             "otel_agents.spans.dropped",
@@ -69,20 +66,24 @@ class _SpanCounts:
             meter,
             "otel_agents.spans.unplaced",
             "Spans placed under their sender because their cause's registry entry had been dropped",
-            lambda: REGISTRY.unplaced,
+            lambda: self.read_unplaced(),
         )
 
     def _dropped(self) -> int:
-        telemetry = self.telemetry()
-        return telemetry.dropped_spans if telemetry is not None else 0
+        return self.read_dropped()
 
 
 _span_counts: PerProvider[_SpanCounts] = PerProvider()
 
 
-def _span_counts_of(meter_provider: metrics.MeterProvider, meter: metrics.Meter, telemetry: Telemetry) -> _SpanCounts:
+def _span_counts_of(
+    meter_provider: metrics.MeterProvider,
+    meter: metrics.Meter,
+    dropped: Callable[[], int],
+    unplaced: Callable[[], int],
+) -> _SpanCounts:
     counts = _span_counts.setdefault(meter_provider, lambda: _SpanCounts(meter))
-    counts.telemetry = weakref.ref(telemetry)
+    counts.read_dropped, counts.read_unplaced = dropped, unplaced
     return counts
 
 
@@ -91,11 +92,22 @@ class Instruments:
     our own pipeline built with no metric reader), no-op ones and no measurement made at all: a
     measurement costs more than a span here, and nobody would read it."""
 
-    def __init__(self, meter_provider: metrics.MeterProvider, telemetry: Telemetry, *, exported: bool = True) -> None:
+    def __init__(
+        self,
+        meter_provider: metrics.MeterProvider,
+        *,
+        label_keys: tuple[str, ...] = (),
+        exported: bool = True,
+        dropped_spans: Callable[[], int] = lambda: 0,
+        unplaced_spans: Callable[[], int] = lambda: 0,
+    ) -> None:
+        """`dropped_spans`, `unplaced_spans`: what `otel_agents.spans.dropped` and
+        `otel_agents.spans.unplaced` read when metrics are collected (holding no pipeline strongly)."""
         self.exported = exported
-        self.label_keys: tuple[str, ...] = telemetry.settings.metric_attributes
+        self.label_keys: tuple[str, ...] = label_keys
         """The run attributes that label the run metrics (OTEL_AGENTS_METRIC_ATTRIBUTES)."""
-        meter = (meter_provider if exported else metrics.NoOpMeterProvider()).get_meter("otel_agents", __version__)
+        recorded_by = meter_provider if exported else metrics.NoOpMeterProvider()
+        meter = recorded_by.get_meter("otel_agents", __version__, SCHEMA_URL)
         self.workflow_duration = meter.create_histogram(
             "gen_ai.workflow.duration",
             unit="s",
@@ -133,7 +145,7 @@ class Instruments:
         )
 
         # `otel_agents.spans.dropped` and `otel_agents.spans.unplaced`, observed when collected
-        self.span_counts = _span_counts_of(meter_provider, meter, telemetry) if exported else None
+        self.span_counts = _span_counts_of(meter_provider, meter, dropped_spans, unplaced_spans) if exported else None
 
     def model_call_cost(
         self,

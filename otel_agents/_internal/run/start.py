@@ -12,10 +12,10 @@ from opentelemetry.trace import Link
 from otel_agents._internal import keys as sc
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.genai.loops import LoopRules
+from otel_agents._internal.recording import Recording
 from otel_agents._internal.run import attribution
-from otel_agents._internal.run.state import Run
 from otel_agents._internal.run.workflow import WorkflowSpan
-from otel_agents._internal.telemetry import Telemetry
+from otel_agents._internal.tracing.state import Run
 
 UNKNOWN_WORKFLOW = "unknown"
 
@@ -46,7 +46,7 @@ def is_agent(runner: object) -> bool:
 
 
 def start_run(
-    telemetry: Telemetry,
+    telemetry: Recording,
     name: str,
     parent: otel_context.Context | None = None,
     *,
@@ -69,7 +69,7 @@ def start_run(
             runtime_spans="off" if telemetry.settings.runtime_spans == "auto" else telemetry.settings.runtime_spans,
             workflow=name,
             loops=LoopRules(telemetry.loop_limits),
-            telemetry=telemetry,
+            recording=telemetry,
             conversation_id=conversation_id,
             attributes=who.attributes,
         )
@@ -97,7 +97,7 @@ def start_run(
         return None
 
 
-def run_starter(telemetry: Telemetry, name: str, runner: object | None = None) -> Callable[[], WorkflowSpan | None]:
+def run_starter(telemetry: Recording, name: str, runner: object | None = None) -> Callable[[], WorkflowSpan | None]:
     """Starts the run when called (at its first item), under the context current now."""
     parent, given = otel_context.get_current(), attribution.given_here()
     return lambda: start_run(telemetry, name, parent, runner=runner, given=given)

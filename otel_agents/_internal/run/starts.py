@@ -17,7 +17,7 @@ from otel_agents._internal.run import attribution
 from otel_agents._internal.run.follow import Kind
 from otel_agents._internal.run.start import start_run, workflow_name
 from otel_agents._internal.run.workflow import WorkflowSpan, in_run
-from otel_agents._internal.telemetry import current
+from otel_agents._internal.tracing.globals import current
 from otel_agents._internal.tracing.registry import REGISTRY, Node
 
 

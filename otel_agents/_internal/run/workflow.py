@@ -16,12 +16,12 @@ from opentelemetry.trace import Link, SpanKind
 
 from otel_agents._internal import keys as sc
 from otel_agents._internal.export.soon import FLUSH_SOON
-from otel_agents._internal.run.state import Run
+from otel_agents._internal.per_provider import PerProvider
 from otel_agents._internal.run.stop import COMPLETED, EARLY_STOPS, SHUTDOWN, StopKind, error_reason, stop_kind_of
 from otel_agents._internal.tracing.errors import mark_error
-from otel_agents._internal.tracing.per_provider import PerProvider
 from otel_agents._internal.tracing.registry import REGISTRY, Trail
-from otel_agents._version import __version__
+from otel_agents._internal.tracing.state import Run
+from otel_agents._version import SCHEMA_URL, __version__
 
 if TYPE_CHECKING:
     from autogen_agentchat.base import Response, TaskResult
@@ -45,7 +45,7 @@ _tracers: PerProvider[trace.Tracer] = PerProvider()
 
 def _tracer(provider: trace.TracerProvider) -> trace.Tracer:
     """Our tracer in `provider`, made once (the SDK's `get_tracer` is not cheap)."""
-    return _tracers.setdefault(provider, lambda: provider.get_tracer(_TRACER_NAME, __version__))
+    return _tracers.setdefault(provider, lambda: provider.get_tracer(_TRACER_NAME, __version__, SCHEMA_URL))
 
 
 _open: weakref.WeakSet[WorkflowSpan] = weakref.WeakSet()

@@ -46,9 +46,9 @@ from opentelemetry.util import types
 from otel_agents._internal import keys as sc
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.config.settings import RuntimeSpans
-from otel_agents._internal.run.state import Run
 from otel_agents._internal.tracing import publish_roots
 from otel_agents._internal.tracing.registry import REGISTRY, Node, Trail
+from otel_agents._internal.tracing.state import Run
 
 logger = logging.getLogger(__name__)
 _F = TypeVar("_F", bound=Callable[..., Any])

@@ -32,7 +32,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, SpanContext
 
 from otel_agents._internal.config.settings import RuntimeSpans
-from otel_agents._internal.run.state import Run
+from otel_agents._internal.tracing.state import Run
 
 NODES_PER_TRAIL: Final = 1024
 """Placement entries kept per run or followed trace (least recently used dropped first)."""

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from otel_agents._internal.genai.loops import LoopRules
     from otel_agents._internal.genai.metrics import Instruments
     from otel_agents._internal.genai.prices import PriceTable
-    from otel_agents._internal.telemetry import Telemetry
+    from otel_agents._internal.recording import Recording
 
 
 _NO_CONTENT: Final = ContentPolicy()
@@ -58,8 +58,9 @@ class Run:
     loops: LoopRules | None = None
     totals: RunTotals = field(default_factory=RunTotals)
     ended: bool = False
-    telemetry: Telemetry | None = None
-    """The pipeline the run was started with (None: a trace followed from elsewhere)."""
+    recording: Recording | None = None
+    """What the run records with, from the pipeline it was started with (None: a trace followed
+    from elsewhere)."""
     conversation_id: str | None = None
     """`gen_ai.conversation.id`: on the run span, its turns and its model calls."""
     attributes: Mapping[str, str | bool | int | float] = field(default_factory=dict)
@@ -83,15 +84,15 @@ class Run:
 
     @property
     def prices(self) -> PriceTable | None:
-        return self.telemetry.prices if self.telemetry is not None else None
+        return self.recording.prices if self.recording is not None else None
 
     @property
     def content(self) -> ContentPolicy:
-        return self.telemetry.settings.content if self.telemetry is not None else _NO_CONTENT
+        return self.recording.settings.content if self.recording is not None else _NO_CONTENT
 
     @property
     def instruments(self) -> Instruments | None:
-        return self.telemetry.instruments if self.telemetry is not None else None
+        return self.recording.instruments if self.recording is not None else None
 
     def add_call(
         self,

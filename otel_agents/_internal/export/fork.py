@@ -1,0 +1,36 @@
+"""Fork handling: a forked child resets the counts of the pipelines alive at the fork (it counts
+what it loses, not what its parent lost), through one fork hook for the process."""
+
+from __future__ import annotations
+
+import logging
+import os
+import weakref
+from typing import Protocol
+
+logger = logging.getLogger(__name__)
+
+
+class _ResetInForkedChild(Protocol):
+    def reset_after_fork(self) -> None: ...
+
+
+_reset_in_forked_child: weakref.WeakSet[_ResetInForkedChild] = weakref.WeakSet()
+"""What a forked child resets (health and processors alive at the fork): one fork hook for the
+process, however often `configure()` runs, and nothing kept alive by it."""
+
+
+def _reset_after_fork() -> None:
+    for alive in list(_reset_in_forked_child):
+        try:
+            alive.reset_after_fork()
+        except Exception:  # the others are reset all the same
+            logger.warning("otel-agents could not reset %r in a forked child", alive, exc_info=True)
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def reset_in_forked_child(alive: _ResetInForkedChild) -> None:
+    """Reset `alive` (`reset_after_fork()`) in a forked child, as long as it lives."""
+    _reset_in_forked_child.add(alive)

@@ -1,0 +1,1 @@
+"""The embedded store: its schema, the writer the app exports to, the reader the CLI reads with."""

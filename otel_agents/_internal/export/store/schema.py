@@ -1,0 +1,175 @@
+"""The store's file and schema: one SQLite database, `spans.sqlite3`, in the store directory
+(created readable by its owner only; WAL mode and a busy timeout let several processes write at once).
+
+The schema has a version (SQLite's `user_version`, `SCHEMA_VERSION` here). Whoever opens an older
+store, a writer or a reader, migrates it in place in one transaction (version 0 to 1: the `runs`
+table gets `user_id`, `session_id` and `conversation_id`, filled from the stored run spans); a store
+of a newer version is refused with `StoreVersionError`, never written or misread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+from typing import Any, Final
+
+from otel_agents._internal import keys as sc
+from otel_agents._internal.export.store_path import DATABASE
+
+SCHEMA_VERSION: Final = 2
+"""The store layout this code writes and reads (SQLite `PRAGMA user_version`; 0: before versions)."""
+
+_TABLES: Final = (
+    """CREATE TABLE IF NOT EXISTS spans (
+        trace_id TEXT NOT NULL,
+        span_id TEXT NOT NULL,
+        parent_span_id TEXT,
+        name TEXT NOT NULL,
+        start_ns INTEGER NOT NULL,
+        end_ns INTEGER NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (trace_id, span_id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS spans_by_start ON spans (start_ns)",
+    """CREATE TABLE IF NOT EXISTS runs (
+        run_id TEXT PRIMARY KEY,
+        trace_id TEXT NOT NULL,
+        team TEXT,
+        started_ns INTEGER NOT NULL,
+        ended_ns INTEGER NOT NULL,
+        messages INTEGER,
+        input_tokens INTEGER,
+        output_tokens INTEGER,
+        cost_usd REAL,
+        stop_reason TEXT,
+        stop_kind TEXT,
+        user_id TEXT,
+        session_id TEXT,
+        conversation_id TEXT,
+        unknown_calls INTEGER
+    )""",
+    "CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started_ns)",
+    "CREATE INDEX IF NOT EXISTS runs_by_trace ON runs (trace_id)",
+)
+ADDED_IN_1: Final = (
+    ("user_id", sc.USER_ID),
+    ("session_id", sc.SESSION_ID),
+    ("conversation_id", sc.GEN_AI_CONVERSATION_ID),
+)
+"""The `runs` columns version 1 added, and the run span attribute each is read from."""
+ADDED_IN_2: Final = (("unknown_calls", sc.USAGE_UNKNOWN_CALLS),)
+"""Version 2: how many of the run's model calls reported no usage (NULL: none, or stored before)."""
+_INDEXES_OF_1: Final = (
+    "CREATE INDEX IF NOT EXISTS runs_by_user ON runs (user_id)",
+    "CREATE INDEX IF NOT EXISTS runs_by_conversation ON runs (conversation_id)",
+)
+RUN_COLUMNS: Final = (
+    "run_id, trace_id, team, started_ns, ended_ns, messages, input_tokens, output_tokens, cost_usd, "
+    "stop_reason, stop_kind, user_id, session_id, conversation_id, unknown_calls"
+)
+
+
+class StoreError(Exception):
+    """The store cannot be read, or a run is not in it."""
+
+
+class StoreVersionError(StoreError):
+    """The store was made by a newer otel-agents (a schema version above ours): refused."""
+
+
+def stored_text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _migrate(connection: sqlite3.Connection, path: Path) -> None:
+    """Bring the store to SCHEMA_VERSION in one transaction; refuse a newer one."""
+    version = _version(connection)
+    if version == SCHEMA_VERSION:
+        return
+    _refuse_newer(version, path)
+    connection.execute("BEGIN IMMEDIATE")  # one migrator at a time; the others wait, then see it done
+    try:
+        version = _version(connection)
+        _refuse_newer(version, path)
+        if version < SCHEMA_VERSION:
+            for statement in _TABLES:
+                connection.execute(statement)
+            columns = {row[1] for row in connection.execute("PRAGMA table_info(runs)")}
+            for added, kind in ((ADDED_IN_1, "TEXT"), (ADDED_IN_2, "INTEGER")):
+                for column, _ in added:
+                    if column not in columns:
+                        connection.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
+            for statement in _INDEXES_OF_1:
+                connection.execute(statement)
+            _backfill(connection)
+            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+
+
+def _version(connection: sqlite3.Connection) -> int:
+    return int(connection.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _refuse_newer(version: int, path: Path) -> None:
+    if version > SCHEMA_VERSION:
+        raise StoreVersionError(
+            f"the store at {path} has schema version {version}, newer than this otel-agents reads "
+            f"({SCHEMA_VERSION}); upgrade otel-agents or use another store"
+        )
+
+
+def _backfill(connection: sqlite3.Connection) -> None:
+    """Runs stored before version 1: user, session and conversation from their run spans."""
+    missing = {
+        row[0]
+        for row in connection.execute(
+            "SELECT run_id FROM runs WHERE user_id IS NULL AND session_id IS NULL AND conversation_id IS NULL"
+        )
+    }
+    if not missing:
+        return
+    spans = connection.execute("SELECT data FROM spans WHERE name = 'invoke_workflow' OR name LIKE 'invoke_workflow %'")
+    for (data,) in spans:
+        try:
+            attributes = json.loads(data).get("attributes", {})
+        except (ValueError, AttributeError):
+            continue
+        run_id = attributes.get(sc.RUN_ID)
+        if attributes.get(sc.GEN_AI_OPERATION_NAME) != sc.OPERATION_INVOKE_WORKFLOW or run_id not in missing:
+            continue
+        connection.execute(
+            "UPDATE runs SET user_id = ?, session_id = ?, conversation_id = ? WHERE run_id = ?",
+            (*(stored_text(attributes.get(key)) for _, key in ADDED_IN_1), run_id),
+        )
+
+
+class StoreFile:
+    """The store directory and its database, opened (created, migrated) for each use."""
+
+    def __init__(self, directory: Path | str, *, max_bytes: int | None = None) -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / DATABASE
+        self.max_bytes = max_bytes
+
+    @contextmanager
+    def _connect(self, *, create: bool) -> Iterator[sqlite3.Connection]:
+        if create:
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if not self.path.exists():
+                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+        elif not self.path.is_file():
+            raise FileNotFoundError(self.path)
+        with closing(sqlite3.connect(self.path, timeout=10, isolation_level=None)) as connection:
+            connection.execute("PRAGMA busy_timeout = 10000")
+            _refuse_newer(_version(connection), self.path)  # before anything is changed
+            if create:
+                connection.execute("PRAGMA journal_mode = WAL")
+            _migrate(connection, self.path)
+            yield connection

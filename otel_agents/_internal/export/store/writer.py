@@ -1,0 +1,190 @@
+"""Writing the store: finished spans encoded as rows (a run span also as a `runs` row), the size
+limit kept by dropping whole traces, oldest first; the exporter the app's pipeline writes through,
+which drops and counts the spans of a store it cannot write, and never raises into the run."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from otel_agents._internal import keys as sc
+from otel_agents._internal.export.store.schema import (
+    ADDED_IN_1,
+    ADDED_IN_2,
+    RUN_COLUMNS,
+    StoreFile,
+    StoreVersionError,
+    stored_text,
+)
+from otel_agents._internal.export.store_path import unwritable
+
+
+def _hex(value: int, width: int) -> str:
+    return format(value, f"0{width}x")
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _encode(span: ReadableSpan) -> tuple[Any, ...]:
+    context = span.context
+    assert context is not None
+    parent = span.parent.span_id if span.parent is not None else None
+    data = {
+        "kind": span.kind.name,
+        "trace_flags": int(context.trace_flags),
+        "parent_is_remote": bool(span.parent.is_remote) if span.parent is not None else False,
+        "status": {"code": span.status.status_code.name, "description": span.status.description},
+        "attributes": {k: _plain(v) for k, v in (span.attributes or {}).items()},
+        "events": [
+            {
+                "name": e.name,
+                "timestamp": e.timestamp,
+                "attributes": {k: _plain(v) for k, v in (e.attributes or {}).items()},
+            }
+            for e in span.events
+        ],
+        "links": [
+            {
+                "trace_id": _hex(link.context.trace_id, 32),
+                "span_id": _hex(link.context.span_id, 16),
+                "attributes": {k: _plain(v) for k, v in (link.attributes or {}).items()},
+            }
+            for link in span.links
+        ],
+        "resource": {k: _plain(v) for k, v in span.resource.attributes.items()},
+        "scope": {
+            "name": span.instrumentation_scope.name if span.instrumentation_scope else "",
+            "version": span.instrumentation_scope.version if span.instrumentation_scope else None,
+        },
+    }
+    return (
+        _hex(context.trace_id, 32),
+        _hex(context.span_id, 16),
+        _hex(parent, 16) if parent is not None else None,
+        span.name,
+        span.start_time or 0,
+        span.end_time or span.start_time or 0,
+        json.dumps(data, separators=(",", ":"), default=str),
+    )
+
+
+_RUN_OPERATIONS: Final = (sc.OPERATION_INVOKE_WORKFLOW, sc.OPERATION_INVOKE_AGENT)
+"""A run's root: a team's or an agent's run (`invoke_workflow`), an agent's `on_messages` (`invoke_agent`)."""
+
+
+def _run_row(span: ReadableSpan) -> tuple[Any, ...] | None:
+    attributes = span.attributes or {}
+    run_id = attributes.get(sc.RUN_ID)
+    if attributes.get(sc.GEN_AI_OPERATION_NAME) not in _RUN_OPERATIONS or not run_id:
+        return None
+    assert span.context is not None
+    return (
+        run_id,
+        _hex(span.context.trace_id, 32),
+        attributes.get(sc.GEN_AI_WORKFLOW_NAME),
+        span.start_time or 0,
+        span.end_time or 0,
+        attributes.get(sc.MESSAGE_COUNT),
+        attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS),
+        attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS),
+        attributes.get(sc.COST_USD),
+        attributes.get(sc.STOP_REASON),
+        attributes.get(sc.STOP_KIND),
+        *(stored_text(attributes.get(key)) for _, key in ADDED_IN_1),
+        *(_count(attributes.get(key)) for _, key in ADDED_IN_2),
+    )
+
+
+def _count(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+class StoreWriter(StoreFile):
+    """Writes spans to the store directory."""
+
+    def write(self, spans: Sequence[ReadableSpan]) -> None:
+        rows = [_encode(span) for span in spans]
+        runs = [row for row in (_run_row(span) for span in spans) if row is not None]
+        with self._connect(create=True) as connection:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                connection.executemany("INSERT OR REPLACE INTO spans VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+                connection.executemany(
+                    f"INSERT OR REPLACE INTO runs ({RUN_COLUMNS}) VALUES ({', '.join('?' * 15)})", runs
+                )
+                self._trim(connection)
+                connection.execute("COMMIT")
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+
+    def _used_bytes(self, connection: sqlite3.Connection) -> int:
+        page_size = connection.execute("PRAGMA page_size").fetchone()[0]
+        pages = connection.execute("PRAGMA page_count").fetchone()[0]
+        free = connection.execute("PRAGMA freelist_count").fetchone()[0]
+        return int((pages - free) * page_size)
+
+    def _trim(self, connection: sqlite3.Connection) -> None:
+        """Drop whole traces, oldest first, until the data fits the size limit."""
+        if self.max_bytes is None:
+            return
+        while self._used_bytes(connection) > self.max_bytes:
+            oldest = connection.execute("SELECT trace_id FROM spans ORDER BY start_ns LIMIT 1").fetchone()
+            if oldest is None:
+                return
+            connection.execute("DELETE FROM spans WHERE trace_id = ?", oldest)
+            connection.execute("DELETE FROM runs WHERE trace_id = ?", oldest)
+
+
+class StoreSpanExporter(SpanExporter):
+    """Writes finished spans to the embedded store; drops and counts them when it cannot.
+
+    It says nothing itself: while it cannot write, `failure` says why, and the pipeline's outage
+    warning (one per outage) gives that reason."""
+
+    def __init__(self, directory: Path | str, *, max_bytes: int | None = None) -> None:
+        self.store = StoreWriter(directory, max_bytes=max_bytes)
+        self._lock = threading.Lock()
+        self.dropped_spans = 0
+        self.failure: str | None = None
+        """Why the last batch could not be written (None: it was)."""
+        self._shut_down = False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self._shut_down:
+            self.dropped_spans += len(spans)
+            return SpanExportResult.FAILURE
+        with self._lock:
+            try:
+                self.store.write(spans)
+            except Exception as error:  # never into the run: counted, and told by the pipeline
+                self.dropped_spans += len(spans)
+                self.failure = self._why_not_written(error)
+                return SpanExportResult.FAILURE
+            self.failure = None
+            return SpanExportResult.SUCCESS
+
+    def _why_not_written(self, error: Exception) -> str:
+        if isinstance(error, StoreVersionError):
+            return f"cannot write to the store at {self.store.directory}: {error}"
+        problem = unwritable(self.store.directory)
+        if problem is not None:
+            return problem
+        if isinstance(error, (OSError, sqlite3.Error)):  # a path, or SQLite's words: no user content
+            return f"cannot write to the store at {self.store.directory}: {type(error).__name__}: {error}"
+        return f"cannot write to the store at {self.store.directory}: {type(error).__name__}"
+
+    def shutdown(self) -> None:
+        self._shut_down = True
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
