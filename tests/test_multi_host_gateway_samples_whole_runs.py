@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from otel_agents._internal.export.store import Store
+from otel_agents._internal.export.store.reader import Store
 from tests.support.backends import built_backends
 from tests.support.deploy import load
 from tests.support.jaeger import Jaeger, poll
