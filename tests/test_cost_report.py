@@ -37,6 +37,8 @@ from otel_agents._internal.export.store import DATABASE, Store, StoredRun
 from tests.support.cli import cli
 from tests.support.teams import MODEL_INFO, text
 
+pytestmark = [pytest.mark.lowest_versions]
+
 ROOT = Path(__file__).resolve().parents[1]
 PRICES = {
     "model-a": {"input": 1, "output": 2},

@@ -23,6 +23,8 @@ from otel_agents._internal.export.pipeline import (
 )
 from otel_agents._internal.genai.content import ContentPolicy
 
+pytestmark = [pytest.mark.every_python]
+
 QUEUE = 8
 BATCH = 2
 

@@ -23,6 +23,8 @@ from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.spans import one_trace
 from tests.support.teams import openai_client, replay, text, writers_room
 
+pytestmark = [pytest.mark.every_python]
+
 
 class OpenSpans(SpanProcessor):
     """Counts spans started and not yet ended."""

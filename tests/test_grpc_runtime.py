@@ -104,6 +104,7 @@ def ancestors(span: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> list[st
     return names
 
 
+@pytest.mark.backend
 async def test_requests_across_processes_are_one_trace_each(cluster: dict[str, Any], phoenix: Phoenix) -> None:
     telemetry = otel_agents.configure(runtime_spans="nested", store=cluster["stores"]["a"])
     runtime: Any = otel_agents.create_runtime(host_address=cluster["address"])

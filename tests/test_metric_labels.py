@@ -217,6 +217,7 @@ async def answered(prometheus: Prometheus, expr: str, tries: int = 40) -> list[d
     return []
 
 
+@pytest.mark.backend
 async def test_prometheus_shows_the_label_and_the_dashboard_answers_by_it(
     labelled_prometheus: tuple[Prometheus, otel_agents.Telemetry, InMemorySpanExporter],
     openai_server: OpenAIServer,

@@ -273,6 +273,7 @@ def test_the_dashboard_has_the_panels_the_issue_lists() -> None:
     assert {p["datasource"]["uid"] for p in dashboard["panels"]} == {"prometheus"}
 
 
+@pytest.mark.backend
 async def test_every_dashboard_panel_returns_data_from_a_real_prometheus(
     prometheus_and_team_process: tuple[Prometheus, otel_agents.Telemetry, InMemorySpanExporter],
     openai_server: OpenAIServer,
@@ -307,6 +308,7 @@ async def test_every_dashboard_panel_returns_data_from_a_real_prometheus(
     assert float(cost["value"][1]) == pytest.approx(sum(c.attributes["otel_agents.cost.usd"] for c in calls))
 
 
+@pytest.mark.backend
 def test_exposition_names_units_and_promtool(
     prometheus_and_team_process: tuple[Prometheus, otel_agents.Telemetry, InMemorySpanExporter],
     openai_server: OpenAIServer,

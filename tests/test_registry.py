@@ -26,6 +26,8 @@ from tests.support.spans import one_trace
 from tests.support.teams import MODEL_INFO, text, writers_room
 from tests.support.volleys import play
 
+pytestmark = [pytest.mark.every_python]
+
 
 async def drain(stream: Any) -> list[Any]:
     return [item async for item in stream]

@@ -285,6 +285,7 @@ def assert_every_run_arrived(phoenix: Phoenix, project: str, runs: int) -> None:
         ]
 
 
+@pytest.mark.backend
 def test_a_uvicorn_service_stopped_by_sigterm_delivers_every_finished_run_to_phoenix(
     phoenix: Phoenix, tmp_path: Path
 ) -> None:
@@ -301,6 +302,7 @@ def test_a_uvicorn_service_stopped_by_sigterm_delivers_every_finished_run_to_pho
     assert_every_run_arrived(phoenix, project, runs=3)
 
 
+@pytest.mark.backend
 def test_a_gunicorn_worker_stopped_by_sigterm_delivers_every_finished_run_to_phoenix(
     phoenix: Phoenix, tmp_path: Path
 ) -> None:

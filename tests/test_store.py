@@ -21,6 +21,8 @@ import otel_agents
 from otel_agents._internal.export.store import DATABASE, Store, StoreSpanExporter
 from tests.support.teams import writers_room
 
+pytestmark = [pytest.mark.every_python]
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -36,6 +36,8 @@ from tests.conftest import Capture
 from tests.support.spans import Tree, one_trace
 from tests.support.teams import graph_flow, publishing, replay, selector_room, swarm, text, writers_room
 
+pytestmark = [pytest.mark.lowest_versions, pytest.mark.every_autogen, pytest.mark.every_python]
+
 TEAMS: dict[str, tuple[Callable[[], Any], str]] = {
     "round-robin": (lambda: writers_room(max_messages=4), "max_messages"),
     "selector": (selector_room, "text_mention"),
