@@ -9,7 +9,7 @@
 # AutoGen release between the lowest and the newest (.venv-autogen), and the tests that touch the
 # interpreter most (`every_python`) on every newer Python this machine has (.venv-py3.N). The tests
 # start and stop their servers themselves, on 127.0.0.1. Extra arguments go to pytest (`-m "not
-# backend"` leaves out the tests that start a real backend).
+# backend and not slow"` leaves out the tests that start a real backend and the slowest others).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh '[test]'
