@@ -2,12 +2,14 @@
 # The whole test suite, from a fresh clone: creates .venv, installs what the tests need (Arize
 # Phoenix in its own .venv-phoenix, OpenLIT in its own .venv-openlit, Debian's docker-compose,
 # prometheus and alertmanager; builds Jaeger and the Collector from their Go modules where Go is
-# installed), runs lint, the type check, the layer contract (lint-imports) and pytest; then, only
-# when no pytest arguments are given, the AutoGen- and SDK-facing tests on the lowest supported versions (.venv-lowest), the OpenLIT
-# test (.venv-openlit), the AutoGen-facing tests on every AutoGen release between the lowest and the
-# newest (.venv-autogen), and the tests that touch the interpreter most on every newer Python this
-# machine has (.venv-py3.N). The tests start and stop their servers themselves, on 127.0.0.1. Extra
-# arguments go to pytest.
+# installed), runs lint, the type check, the layer contract (lint-imports) and pytest; then, only when no pytest arguments are given,
+# the tests marked for each further run (the markers in pyproject.toml say what each selects): the
+# AutoGen- and SDK-facing tests (`lowest_versions`) on the lowest supported versions (.venv-lowest),
+# the OpenLIT test (`openlit`, .venv-openlit), the AutoGen-facing tests (`every_autogen`) on every
+# AutoGen release between the lowest and the newest (.venv-autogen), and the tests that touch the
+# interpreter most (`every_python`) on every newer Python this machine has (.venv-py3.N). The tests
+# start and stop their servers themselves, on 127.0.0.1. Extra arguments go to pytest (`-m "not
+# backend and not slow"` leaves out the tests that start a real backend and the slowest others).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -70,12 +72,9 @@ echo "== newest versions: the whole suite"
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 if [ $# -eq 0 ]; then
   echo "== lowest versions ($(.venv-lowest/bin/python -m pip list --format=freeze 2>/dev/null | grep -E '^(autogen-agentchat|opentelemetry-sdk)==' | tr '\n' ' '))"
-  .venv-lowest/bin/python -m pytest -q -p no:cacheprovider \
-    tests/test_trace_shape.py tests/test_model_calls.py tests/test_zero_code.py \
-    tests/test_opentelemetry_instrument.py tests/test_examples.py tests/test_autogen_conventions.py \
-    tests/test_attribution.py tests/test_cli.py tests/test_cost_report.py tests/test_otel_conventions.py
+  .venv-lowest/bin/python -m pytest -q -p no:cacheprovider -m lowest_versions
   echo "== OpenLIT ($(.venv-openlit/bin/python -m pip list --format=freeze 2>/dev/null | grep -E '^(openlit|openai)==' | tr '\n' ' '))"
-  .venv-openlit/bin/python -m pytest -q -p no:cacheprovider tests/test_openlit.py
+  .venv-openlit/bin/python -m pytest -q -p no:cacheprovider -m openlit
   # Every AutoGen release between those two ends (ci/autogen-releases.txt), one at a time, in a
   # third environment with the newest of everything else.
   [ -x .venv-autogen/bin/python ] || "$PYTHON" -m venv .venv-autogen
@@ -84,9 +83,7 @@ if [ $# -eq 0 ]; then
     .venv-autogen/bin/python -m pip install -q --disable-pip-version-check \
       "autogen-core==$release" "autogen-agentchat==$release" "autogen-ext[openai,grpc]==$release"
     echo "== AutoGen $release"
-    .venv-autogen/bin/python -m pytest -q -p no:cacheprovider \
-      tests/test_autogen_conventions.py tests/test_trace_shape.py tests/test_zero_code.py \
-      tests/test_attribution.py tests/test_model_calls.py
+    .venv-autogen/bin/python -m pytest -q -p no:cacheprovider -m every_autogen
   done
   # Newer Pythons (requires-python is >=3.11): each one found here (on PATH, or pyenv's), with the
   # newest versions of everything; a machine with Python 3.11 only says it skipped them.
@@ -105,10 +102,6 @@ if [ $# -eq 0 ]; then
     [ -x ".venv-py$version/bin/python" ] || "$interpreter" -m venv ".venv-py$version"
     ".venv-py$version/bin/python" -m pip install -q --disable-pip-version-check -e ".[test-core]"
     echo "== Python $(".venv-py$version/bin/python" -c 'import platform; print(platform.python_version())')"
-    ".venv-py$version/bin/python" -m pytest -q -p no:cacheprovider \
-      tests/test_trace_shape.py tests/test_model_calls.py tests/test_zero_code.py tests/test_attribution.py \
-      tests/test_sdk_path.py tests/test_dropped_spans.py tests/test_autogen_conventions.py \
-      tests/test_generator_safety.py tests/test_shutdown.py tests/test_registry.py tests/test_store.py \
-      tests/test_cli.py tests/test_configure.py
+    ".venv-py$version/bin/python" -m pytest -q -p no:cacheprovider -m every_python
   done
 fi

@@ -24,6 +24,8 @@ from tests.conftest import Capture
 from tests.support.spans import Tree, traces
 from tests.support.teams import replay, selector_room, text, writers_room
 
+pytestmark = [pytest.mark.lowest_versions, pytest.mark.every_autogen, pytest.mark.every_python]
+
 CONVERSATION = "gen_ai.conversation.id"
 
 

@@ -22,6 +22,8 @@ from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.run.stop import stop_kind_of
 from tests.support.teams import replay, text, writers_room
 
+pytestmark = [pytest.mark.lowest_versions, pytest.mark.every_autogen, pytest.mark.every_python]
+
 CHECKS: dict[str, Callable[..., Any]] = {}
 
 

@@ -13,6 +13,8 @@ import pytest
 
 from tests.support.cli import cli
 
+pytestmark = [pytest.mark.lowest_versions, pytest.mark.every_python]
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -21,6 +21,8 @@ from tests.support.metrics import points
 from tests.support.spans import one_trace, traces
 from tests.support.teams import writers_room
 
+pytestmark = [pytest.mark.every_python]
+
 
 async def drain(stream: Any) -> list[Any]:
     return [item async for item in stream]

@@ -180,6 +180,7 @@ async def test_redact_scrubs_every_text_before_it_is_recorded(
         assert canary not in exported and canary not in elsewhere, canary
 
 
+@pytest.mark.backend
 async def test_nothing_reaches_phoenix_by_default(
     openai_server: OpenAIServer, phoenix: Phoenix, monkeypatch: pytest.MonkeyPatch
 ) -> None:

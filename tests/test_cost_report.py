@@ -38,6 +38,8 @@ from otel_agents._internal.export.store_path import DATABASE
 from tests.support.cli import cli
 from tests.support.teams import MODEL_INFO, text
 
+pytestmark = [pytest.mark.lowest_versions]
+
 ROOT = Path(__file__).resolve().parents[1]
 PRICES = {
     "model-a": {"input": 1, "output": 2},

@@ -205,6 +205,7 @@ def priced_team(server: OpenAIServer) -> RoundRobinGroupChat:
 @pytest.mark.parametrize(
     "config", [DEPLOY / "prometheus" / "prometheus.yml", DEPLOY / "multi-host" / "prometheus.yml"], ids=str
 )
+@pytest.mark.backend
 async def test_the_service_the_collector_writes_is_the_job_prometheus_keeps(
     tmp_path: Path, config: Path, monkeypatch: pytest.MonkeyPatch, openai_server: OpenAIServer
 ) -> None:

@@ -57,6 +57,7 @@ def validate(binary: str, config: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("config", collector_configs(), ids=lambda p: str(p.relative_to(DEPLOY)))
+@pytest.mark.backend
 def test_each_deploy_config_passes_its_binarys_validate(backends: Backends, config: Path, tmp_path: Path) -> None:
     data = load(config)
     binary = backends.jaeger if is_jaeger(data) else backends.collector
@@ -74,6 +75,7 @@ def test_each_deploy_config_passes_its_binarys_validate(backends: Backends, conf
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.backend
 def test_the_single_host_stack_needs_nothing_the_build_lacks(backends: Backends) -> None:
     collector = load(DEPLOY / "otel-collector" / "config.yaml")
     assert component_types(collector) <= built_components(backends.collector)
@@ -81,6 +83,7 @@ def test_the_single_host_stack_needs_nothing_the_build_lacks(backends: Backends)
     assert component_types(jaeger) <= built_components(backends.jaeger)
 
 
+@pytest.mark.backend
 def test_validate_refuses_a_config_the_binary_cannot_run(backends: Backends, tmp_path: Path) -> None:
     config = load(DEPLOY / "otel-collector" / "config.yaml")
     config["exporters"]["otlp/jaeger"] = config["exporters"].pop("otlp_grpc/jaeger")  # the name before v0.165

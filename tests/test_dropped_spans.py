@@ -22,6 +22,9 @@ from otel_agents._internal.export.pipeline import (
     make_processor,
 )
 from otel_agents._internal.genai.content import ContentPolicy
+from tests.support.waits import wait_until
+
+pytestmark = [pytest.mark.every_python]
 
 QUEUE = 8
 BATCH = 2
@@ -54,13 +57,6 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", str(BATCH))
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "60000")
     yield
-
-
-def wait_until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def end_spans(provider: TracerProvider, count: int) -> None:
@@ -100,7 +96,7 @@ def test_a_full_queue_is_counted_exactly_while_it_drops_and_the_count_never_fall
         assert health.dropped_spans == lost
 
         exporter.release.set()
-        wait_until(lambda: exporter.exported == BATCH + QUEUE)
+        assert wait_until(lambda: exporter.exported == BATCH + QUEUE)
         assert health.dropped_spans == lost, "the queue has room again; what it dropped stays counted"
         assert processor.force_flush()
         assert health.dropped_spans == lost == 30 - exporter.exported
@@ -116,7 +112,7 @@ def test_a_queue_with_room_gives_a_lower_bound_that_a_flush_makes_exact() -> Non
     try:
         stall_then_end(provider, exporter, 30)
         exporter.release.set()
-        wait_until(lambda: exporter.exported == BATCH + QUEUE)
+        assert wait_until(lambda: exporter.exported == BATCH + QUEUE)
         lost = 30 - exporter.exported
         assert 0 < health.dropped_spans <= lost, "while spans may still be queued, never more than were lost"
         assert processor.force_flush()
@@ -127,6 +123,7 @@ def test_a_queue_with_room_gives_a_lower_bound_that_a_flush_makes_exact() -> Non
 
 
 def test_shutdown_gives_up_in_time_and_counts_what_was_still_queued() -> None:
+    threads_before = set(threading.enumerate())
     exporter = Hanging()
     provider, processor, health = pipeline(exporter, lambda guarded: BoundedBatchSpanProcessor(guarded, 0.3, QUEUE))
     try:
@@ -141,8 +138,10 @@ def test_shutdown_gives_up_in_time_and_counts_what_was_still_queued() -> None:
         assert health.dropped_spans == 30 - BATCH + 1, "a span ended after shutdown is not delivered"
     finally:
         exporter.release.set()
-    wait_until(lambda: exporter.exported == BATCH)
-    time.sleep(0.2)  # the SDK's own shutdown goes on once the export returns: it shuts nothing down twice
+    assert wait_until(lambda: exporter.exported == BATCH)
+    # the SDK's own shutdown goes on once the export returns; when its threads have ended, it has
+    # shut nothing down twice
+    assert wait_until(lambda: set(threading.enumerate()) <= threads_before)
     assert exporter.shutdowns == 1
     assert exporter.exported == BATCH, "no span counted as dropped is delivered later"
     assert health.dropped_spans == 30 - BATCH + 1
@@ -245,7 +244,7 @@ def test_the_shutdown_warning_names_exactly_the_spans_never_delivered(
     finally:
         exporter.release.set()
     assert exporter.shut_down.wait(timeout=10)
-    wait_until(lambda: exporter.exported == BATCH)  # the hanging export returns once released
+    assert wait_until(lambda: exporter.exported == BATCH)  # the hanging export returns once released
     never_delivered = 30 - exporter.exported
     assert never_delivered == 30 - BATCH and took <= 0.1 + 5, f"shutdown took {took:.1f} s"
     warnings = [r.getMessage() for r in caplog.records if "could not be delivered" in r.getMessage()]
@@ -271,7 +270,7 @@ def test_the_warning_is_exact_when_the_pipelines_shutdown_gives_up_first(caplog:
     finally:
         exporter.release.set()
     assert exporter.shut_down.wait(timeout=10)
-    wait_until(lambda: exporter.exported == BATCH)
+    assert wait_until(lambda: exporter.exported == BATCH)
     warnings = [r.getMessage() for r in caplog.records if "could not be delivered" in r.getMessage()]
     assert warnings == [f"otel-agents: {30 - BATCH} spans could not be delivered and were dropped"]
 

@@ -11,8 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.openai_server import OpenAIServer
 from tests.support.phoenix import Phoenix
+
+pytestmark = [pytest.mark.lowest_versions]
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart.py"
@@ -66,6 +70,7 @@ def test_examples_quickstart_is_the_readme_quick_start() -> None:
     assert code == readme_quick_start(), "the README's block and examples/quickstart.py are the same code"
 
 
+@pytest.mark.backend
 def test_the_quickstart_sends_one_trace_to_an_otlp_backend(phoenix: Phoenix, tmp_path: Path) -> None:
     project = "quickstart"
     with OpenAIServer() as server:

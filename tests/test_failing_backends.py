@@ -116,6 +116,7 @@ class Ended(SpanProcessor):
         return len(self.alive)
 
 
+@pytest.mark.slow
 async def test_a_ten_thousand_message_run_with_a_stalled_exporter_stays_within_the_queue(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -22,6 +22,9 @@ from tests.conftest import Capture
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.spans import one_trace
 from tests.support.teams import openai_client, replay, text, writers_room
+from tests.support.waits import only_this_task_left, wait_until_async
+
+pytestmark = [pytest.mark.every_python]
 
 
 class OpenSpans(SpanProcessor):
@@ -195,7 +198,8 @@ async def test_run_stream_cancels_the_team_when_the_consumer_leaves(
             if item.source == "writer":
                 break
     calls_when_left = openai_server.request_count
-    await asyncio.sleep(0.5)  # several model calls' worth of time
+    # the team's tasks end once it is cancelled; were it going on, once it has made its next calls
+    assert await wait_until_async(only_this_task_left)
 
     assert openai_server.request_count == calls_when_left == 1
     root = await run_root(capture)
@@ -231,9 +235,11 @@ async def test_cancelling_the_consumer_while_it_waits_for_an_item_ends_the_run_a
     capture: Capture, open_spans: OpenSpans, detach_errors: list[logging.LogRecord]
 ) -> None:
     first_item = asyncio.Event()
+    waiting = asyncio.Event()
 
     async def slow() -> AsyncGenerator[str, None]:
         yield "first"
+        waiting.set()
         await asyncio.sleep(10)
         yield "never"
 
@@ -243,7 +249,7 @@ async def test_cancelling_the_consumer_while_it_waits_for_an_item_ends_the_run_a
 
     task = asyncio.create_task(consume())
     await asyncio.wait_for(first_item.wait(), timeout=5)
-    await asyncio.sleep(0.05)  # the consumer now waits inside the tap for the next item
+    await asyncio.wait_for(waiting.wait(), timeout=5)  # the consumer now waits inside the tap for the next item
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

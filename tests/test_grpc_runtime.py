@@ -24,6 +24,7 @@ from otel_agents._internal.export.store.reader import Store
 from tests.support.grpc_agents import Done, Hop, News, Ping, Pong, add_serializers
 from tests.support.phoenix import Phoenix
 from tests.support.processes import free_port
+from tests.support.waits import wait_until_async
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "grpc-workers"
@@ -104,6 +105,7 @@ def ancestors(span: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> list[st
     return names
 
 
+@pytest.mark.backend
 async def test_requests_across_processes_are_one_trace_each(cluster: dict[str, Any], phoenix: Phoenix) -> None:
     telemetry = otel_agents.configure(runtime_spans="nested", store=cluster["stores"]["a"])
     runtime: Any = otel_agents.create_runtime(host_address=cluster["address"])
@@ -122,7 +124,12 @@ async def test_requests_across_processes_are_one_trace_each(cluster: dict[str, A
         trace_ids["hop chain"] = span.get_span_context().trace_id
     # with no span open: the request's own `create` span is the root its processing joins
     assert await runtime.send_message(Ping("alone"), AgentId("ponger", "default")) == Pong("pong to alone")
-    await asyncio.sleep(1.0)  # the broadcast is delivered after publish returns
+    # the broadcast is delivered after publish returns: wait until both listeners' work is in Phoenix
+    news = format(trace_ids["news broadcast"], "032x")
+    listeners = {"autogen process listener_b", "autogen process listener_c"}
+    assert await wait_until_async(
+        lambda: listeners <= {s["name"] for s in phoenix.spans(PROJECT, news)}, 60, every_s=0.25
+    )
     await runtime.stop()
     telemetry.shutdown()
     await stop_workers(cluster)

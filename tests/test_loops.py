@@ -281,6 +281,7 @@ def webhook() -> Iterator[Webhook]:
     hook.close()
 
 
+@pytest.mark.backend
 async def test_runaway_loop_alert_reaches_a_webhook(
     tmp_path: Path, openai_server: OpenAIServer, webhook: Webhook
 ) -> None:

@@ -27,6 +27,7 @@ from tests.support.metrics import points
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.prometheus import Prometheus, scraped_pipeline
 from tests.support.teams import openai_client
+from tests.support.waits import wait_until_async
 
 VARIABLE = "OTEL_AGENTS_METRIC_ATTRIBUTES"
 RUN_METRICS = ("gen_ai.workflow.duration", "otel_agents.run.cost", "otel_agents.run.messages", "otel_agents.runs")
@@ -217,6 +218,7 @@ async def answered(prometheus: Prometheus, expr: str, tries: int = 40) -> list[d
     return []
 
 
+@pytest.mark.backend
 async def test_prometheus_shows_the_label_and_the_dashboard_answers_by_it(
     labelled_prometheus: tuple[Prometheus, otel_agents.Telemetry, InMemorySpanExporter],
     openai_server: OpenAIServer,
@@ -266,7 +268,8 @@ async def test_prometheus_shows_the_label_and_the_dashboard_answers_by_it(
 
     # Prometheus's cost per tenant equals the run spans' (scraped after the last run)
     assert telemetry.force_flush()
-    await asyncio.sleep(2.5)
+    last_run_ended = time.time()
+    assert await wait_until_async(lambda: prometheus.scraped_since(last_run_ended), 30, every_s=0.2)
     runs = [s for s in exporter.get_finished_spans() if s.parent is None]
     for tenant in TENANTS:
         spans = [s for s in runs if s.attributes.get("tenant") == tenant]

@@ -38,6 +38,7 @@ from tests.support.metrics import points
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.prometheus import Prometheus, scraped_pipeline
 from tests.support.teams import openai_client
+from tests.support.waits import wait_until_async
 
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "autogen-team-runs.json"
 GRAFANA_VARIABLES = {
@@ -273,6 +274,7 @@ def test_the_dashboard_has_the_panels_the_issue_lists() -> None:
     assert {p["datasource"]["uid"] for p in dashboard["panels"]} == {"prometheus"}
 
 
+@pytest.mark.backend
 async def test_every_dashboard_panel_returns_data_from_a_real_prometheus(
     prometheus_and_team_process: tuple[Prometheus, otel_agents.Telemetry, InMemorySpanExporter],
     openai_server: OpenAIServer,
@@ -298,7 +300,8 @@ async def test_every_dashboard_panel_returns_data_from_a_real_prometheus(
     # Prometheus's totals equal the spans' (scraped after the last run)
     assert telemetry.force_flush()
     calls = chat_spans(list(exporter.get_finished_spans()))
-    await asyncio.sleep(2.5)
+    last_run_ended = time.time()
+    assert await wait_until_async(lambda: prometheus.scraped_since(last_run_ended), 30, every_s=0.2)
     (tokens,) = prometheus.query("sum(gen_ai_client_token_usage_sum)")
     assert float(tokens["value"][1]) == sum(
         c.attributes["gen_ai.usage.input_tokens"] + c.attributes["gen_ai.usage.output_tokens"] for c in calls
@@ -307,6 +310,7 @@ async def test_every_dashboard_panel_returns_data_from_a_real_prometheus(
     assert float(cost["value"][1]) == pytest.approx(sum(c.attributes["otel_agents.cost.usd"] for c in calls))
 
 
+@pytest.mark.backend
 def test_exposition_names_units_and_promtool(
     prometheus_and_team_process: tuple[Prometheus, otel_agents.Telemetry, InMemorySpanExporter],
     openai_server: OpenAIServer,

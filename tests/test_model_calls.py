@@ -25,6 +25,8 @@ from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.spans import Tree, one_trace, traces
 from tests.support.teams import openai_client, replay, text
 
+pytestmark = [pytest.mark.lowest_versions, pytest.mark.every_autogen, pytest.mark.every_python]
+
 MINI = BUILT_IN["gpt-4o-mini"]
 
 

@@ -48,6 +48,8 @@ KEPT_BY_A_RULE = {"costly", "guarded_loop", "detected_loop", "failed"}
 DECISION_WAIT = "10s"
 MISS_CHANCE = 1e-6  # a kept share outside the bounds this improbable fails the test
 
+pytestmark = pytest.mark.backend
+
 
 @dataclass(frozen=True)
 class Recorded:

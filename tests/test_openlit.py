@@ -18,6 +18,8 @@ from otel_agents._internal.genai.inference import others_stand_down
 from tests.support.beside import Instrumentor, assert_one_chat_span_and_http_kept, one_call
 from tests.support.openai_server import OpenAIServer
 
+pytestmark = [pytest.mark.openlit]
+
 pytest.importorskip("openlit", reason="OpenLIT runs in scripts/test.sh's .venv-openlit")
 
 OPENLIT_SCOPE = "openlit.instrumentation.openai"

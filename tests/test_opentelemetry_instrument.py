@@ -12,9 +12,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.openai_server import OpenAIServer
 from tests.support.phoenix import Phoenix
 from tests.support.processes import free_port
+
+pytestmark = [pytest.mark.lowest_versions]
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "tests" / "support" / "zero_code_app.py"
@@ -124,6 +128,7 @@ def test_two_team_runs_are_two_traces_under_opentelemetry_instrument(tmp_path: P
     assert listed.stdout.count("writers-room") == 2, listed.stdout
 
 
+@pytest.mark.backend
 def test_two_team_runs_arrive_in_phoenix_as_two_traces(phoenix: Phoenix, tmp_path: Path) -> None:
     project = "zero-code"
     with OpenAIServer() as server:
@@ -148,6 +153,7 @@ def test_a_run_open_when_the_process_exits_is_exported_as_shutdown(tmp_path: Pat
     assert root["attributes"]["otel_agents.stop_reason"] == "shutdown"
 
 
+@pytest.mark.backend
 def test_a_service_answering_with_on_messages_shows_every_call_in_phoenix(phoenix: Phoenix, tmp_path: Path) -> None:
     project = "zero-code-service"
     with OpenAIServer() as server:
@@ -177,6 +183,7 @@ def test_a_service_answering_with_on_messages_shows_every_call_in_phoenix(phoeni
             assert "gen_ai.usage.input_tokens" not in chat["attributes"]
 
 
+@pytest.mark.backend
 def test_a_core_app_on_grpc_workers_is_one_trace_per_conversation_with_its_model_calls(
     phoenix: Phoenix, tmp_path: Path
 ) -> None:
@@ -238,6 +245,7 @@ def test_a_core_app_on_grpc_workers_is_one_trace_per_conversation_with_its_model
         assert "otel_agents.run.id" not in root["attributes"], "a core app's root carries no run totals"
 
 
+@pytest.mark.backend
 def test_a_core_app_on_one_runtime_is_one_trace_per_conversation_and_a_publish_no_one_receives_none(
     phoenix: Phoenix, tmp_path: Path
 ) -> None:

@@ -20,6 +20,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from otel_agents._internal.export import otel_conventions as otel
 from tests.test_metrics_refusal import traces_only_grpc, traces_only_http
 
+pytestmark = pytest.mark.lowest_versions
+
 
 class _Stuck(SpanExporter):
     """Holds the first batch until released: the batch processor's queue fills behind it."""

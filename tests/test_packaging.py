@@ -14,6 +14,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 EXISTING_PROJECT = {
     "autogen-core": "0.7.1",
@@ -43,6 +45,7 @@ def would_install(python: Path, requirement: str, report: Path) -> dict[str, str
     return {item["metadata"]["name"].lower(): item["metadata"]["version"] for item in chosen}
 
 
+@pytest.mark.slow
 def test_the_wheel_fits_a_project_on_older_versions_and_runs_the_demo(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     sh(sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", dist, ROOT, timeout=600)

@@ -21,6 +21,8 @@ from tests.support.phoenix import Phoenix
 from tests.support.spans import one_trace
 from tests.support.teams import replay, text, writers_room
 
+pytestmark = [pytest.mark.backend]
+
 
 async def drain(stream: Any) -> list[Any]:
     return [item async for item in stream]

@@ -25,6 +25,9 @@ from tests.support.metrics import points
 from tests.support.spans import one_trace
 from tests.support.teams import MODEL_INFO, text, writers_room
 from tests.support.volleys import play
+from tests.support.waits import only_this_task_left, wait_until_async
+
+pytestmark = [pytest.mark.every_python]
 
 
 async def drain(stream: Any) -> list[Any]:
@@ -87,7 +90,7 @@ async def test_a_team_finishing_after_its_consumer_left_adds_nothing_to_its_trac
     while writer.calls + critic.calls < 3:  # the team has finished in the background
         assert time.monotonic() < deadline, "the team never finished"
         await asyncio.sleep(0.01)
-    await asyncio.sleep(0.1)
+    assert await wait_until_async(only_this_task_left)  # and its last call's spans have ended
     spans = capture.spans()
     (run,) = [s for s in spans if s.name == "invoke_workflow left"]
     late = [s.name for s in spans if s.context.trace_id == run.context.trace_id and s.start_time > run.end_time]

@@ -17,6 +17,8 @@ from tests.conftest import Capture
 from tests.support.spans import one_trace
 from tests.support.teams import writers_room
 
+pytestmark = [pytest.mark.every_python]
+
 
 class Watching(SpanProcessor):
     def __init__(self) -> None:

@@ -23,6 +23,8 @@ from tests.support.jaeger import Jaeger, running_jaeger
 from tests.support.processes import listening
 from tests.support.teams import MODEL_INFO, replay, writers_room
 
+pytestmark = [pytest.mark.backend]
+
 PROTOCOLS = ["http/protobuf", "grpc"]
 TASK = "plan the launch of project nightingale"  # a canary: no span may carry it with capture off
 CONTENT_KEYS = {

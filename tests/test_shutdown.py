@@ -8,12 +8,15 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
 from otel_agents._internal.export.store.reader import Store
 from tests.support.spans import one_trace
 from tests.support.teams import writers_room
+
+pytestmark = [pytest.mark.every_python]
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,9 +11,8 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from tests.support.phoenix import Phoenix
 from tests.support.processes import free_port, stop_process, wait_ready
 from tests.support.spans import one_trace
 from tests.support.teams import writers_room
+from tests.support.waits import wait_until
 from tests.test_opentelemetry_instrument import INSTRUMENT, by_trace
 from tests.test_zero_code import UnhashableTracerProvider
 
@@ -36,15 +36,6 @@ UVICORN = Path(sys.executable).parent / "uvicorn"
 GUNICORN = Path(sys.executable).parent / "gunicorn"
 LONG_SCHEDULE = {"OTEL_BSP_SCHEDULE_DELAY": "60000"}
 """The batch schedule exports nothing within a test: only our flush can deliver."""
-
-
-def wait_until(condition: Callable[[], bool], within_s: float = 20) -> bool:
-    deadline = time.monotonic() + within_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 @pytest.fixture
@@ -285,6 +276,7 @@ def assert_every_run_arrived(phoenix: Phoenix, project: str, runs: int) -> None:
         ]
 
 
+@pytest.mark.backend
 def test_a_uvicorn_service_stopped_by_sigterm_delivers_every_finished_run_to_phoenix(
     phoenix: Phoenix, tmp_path: Path
 ) -> None:
@@ -301,6 +293,7 @@ def test_a_uvicorn_service_stopped_by_sigterm_delivers_every_finished_run_to_pho
     assert_every_run_arrived(phoenix, project, runs=3)
 
 
+@pytest.mark.backend
 def test_a_gunicorn_worker_stopped_by_sigterm_delivers_every_finished_run_to_phoenix(
     phoenix: Phoenix, tmp_path: Path
 ) -> None:

@@ -95,6 +95,7 @@ async def test_a_runs_input_and_output_only_with_content_on_the_span(mode: str, 
         assert "input.value" not in attributes and "output.value" not in attributes
 
 
+@pytest.mark.backend
 async def test_phoenix_shows_a_kind_for_every_span(phoenix: Phoenix, monkeypatch: pytest.MonkeyPatch) -> None:
     project = "span-kinds"
     monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", f"openinference.project.name={project}")

@@ -23,6 +23,8 @@ from otel_agents._internal.export.store.writer import StoreSpanExporter
 from otel_agents._internal.export.store_path import DATABASE
 from tests.support.teams import writers_room
 
+pytestmark = [pytest.mark.every_python]
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

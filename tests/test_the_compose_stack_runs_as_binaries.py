@@ -28,6 +28,8 @@ from tests.support.jaeger import Jaeger, poll, running_jaeger
 from tests.support.processes import free_port
 from tests.support.prometheus import Prometheus, launch_prometheus, start_alertmanager
 
+pytestmark = [pytest.mark.backend]
+
 
 @dataclass
 class Stack:

@@ -20,6 +20,8 @@ from tests.conftest import Capture
 from tests.support.spans import Tree, one_trace, traces
 from tests.support.teams import replay, text, writers_room
 
+pytestmark = [pytest.mark.lowest_versions, pytest.mark.every_autogen, pytest.mark.every_python]
+
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 

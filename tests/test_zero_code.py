@@ -35,6 +35,9 @@ from otel_agents._internal.autogen import patches
 from tests.conftest import Capture
 from tests.support.spans import Tree, one_trace
 from tests.support.teams import graph_flow, publishing, replay, selector_room, swarm, text, writers_room
+from tests.support.waits import only_this_task_left, wait_until_async
+
+pytestmark = [pytest.mark.lowest_versions, pytest.mark.every_autogen, pytest.mark.every_python]
 
 TEAMS: dict[str, tuple[Callable[[], Any], str]] = {
     "round-robin": (lambda: writers_room(max_messages=4), "max_messages"),
@@ -160,7 +163,8 @@ async def test_run_stream_over_an_instrumented_team_makes_one_run_span_and_cance
     async for _ in otel_agents.run_stream(team, task="go"):
         break
     used = [c.total_usage().prompt_tokens for c in clients]
-    await asyncio.sleep(0.3)  # long enough for the team to make its next model calls, were it going on
+    # the team's tasks end once it is cancelled; were it going on, once it has made its next calls
+    assert await wait_until_async(only_this_task_left)
 
     tree = one_trace(capture.spans())
     assert [s.name for s in tree.named("invoke_workflow ")] == ["invoke_workflow writers-room"]
@@ -718,17 +722,23 @@ def test_a_stream_dropped_after_its_loop_closed_ends_the_run_quietly(
 
 
 async def test_a_streams_own_cleanup_never_touches_the_consumers_task(capture: Capture) -> None:
+    cleaned_up = asyncio.Event()
+
     async def stream() -> Any:
         try:
             for i in range(5):
                 yield i
         finally:
-            async with asyncio.timeout(0.05):  # a cleanup with a deadline, which it misses
-                await asyncio.sleep(1)
+            try:
+                async with asyncio.timeout(0.05):  # a cleanup with a deadline, which it misses
+                    await asyncio.sleep(1)
+            finally:
+                cleaned_up.set()
 
     async for _ in otel_agents.tap(stream()):
         break
-    await asyncio.sleep(0.2)  # the deadline has passed: it must not cancel this task
+    # the deadline has passed, its cancellation delivered: it must not have been this task's
+    await asyncio.wait_for(cleaned_up.wait(), timeout=10)
     assert (ended_run(capture).attributes or {})["otel_agents.stop_kind"] == "consumer_closed"
 
 

@@ -36,6 +36,13 @@ class Prometheus(Server):
         assert body["status"] == "success", body
         return list(body["data"]["result"])
 
+    def scraped_since(self, when: float) -> bool:
+        """Every target has been scraped since `when` (a `time.time()`): what was measured before
+        then is in the series (`up` is written with the scrape's other samples, stamped with its
+        start)."""
+        ups = self.query("timestamp(up)")
+        return bool(ups) and all(float(r["value"][1]) > when for r in ups)
+
     def alerts(self) -> list[dict[str, Any]]:
         with urllib.request.urlopen(f"{self.url}/api/v1/alerts", timeout=10) as response:
             return list(json.load(response)["data"]["alerts"])
