@@ -2,11 +2,11 @@
 # The whole test suite, from a fresh clone: creates .venv, installs what the tests need (Arize
 # Phoenix in its own .venv-phoenix, OpenLIT in its own .venv-openlit, Debian's docker-compose,
 # prometheus and alertmanager; builds Jaeger and the Collector from their Go modules where Go is
-# installed), runs lint, the type check and pytest; then, only when no pytest arguments are given,
-# the AutoGen- and SDK-facing tests on the lowest supported versions (.venv-lowest), the OpenLIT
-# test (.venv-openlit), the AutoGen-facing tests on every AutoGen release between the lowest and the
-# newest (.venv-autogen), and the tests that touch the interpreter most on every newer Python this
-# machine has (.venv-py3.N). The tests start and stop their servers themselves, on 127.0.0.1. Extra
+# installed), runs lint, the type check, the strict docs build and pytest; then, only when no
+# pytest arguments are given, the AutoGen- and SDK-facing tests on the lowest supported versions
+# (.venv-lowest), the OpenLIT test (.venv-openlit), the AutoGen-facing tests on every AutoGen
+# release between the lowest and the newest (.venv-autogen), and the tests that touch the
+# interpreter most on every newer Python this machine has (.venv-py3.N). The tests start and stop their servers themselves, on 127.0.0.1. Extra
 # arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +55,11 @@ esac
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy otel_agents
+# The documentation site (mkdocs.yml), built --strict into a directory thrown away after: a broken
+# link, anchor or docstring reference fails the test command.
+site=$(mktemp -d)
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$site"
+rm -rf "$site"
 echo "== newest versions: the whole suite"
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 if [ $# -eq 0 ]; then
