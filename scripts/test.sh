@@ -58,7 +58,7 @@ esac
 # The documentation site (mkdocs.yml), built --strict into a directory thrown away after: a broken
 # link, anchor or docstring reference fails the test command.
 site=$(mktemp -d)
-NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$site"
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$site"
 rm -rf "$site"
 echo "== newest versions: the whole suite"
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
