@@ -6,6 +6,7 @@ fail on)."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ LINK = re.compile(r"(?<!!)\[(?P<text>[^\]]+)\]\((?P<target>[^)\s]+)\)")
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    docs = Path(config["docs_dir"]).resolve()
+    docs = Path(os.path.abspath(config["docs_dir"]))
     root = docs.parent
     source = (docs / page.file.src_path).parent
     repo_url = (config.get("repo_url") or "").rstrip("/")
@@ -23,7 +24,7 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         target = match.group("target")
         if re.match(r"[a-z]+:|#|/", target):
             return match.group(0)
-        path = (source / target.split("#", 1)[0]).resolve()
+        path = Path(os.path.normpath(source / target.split("#", 1)[0]))
         if path.is_relative_to(docs) or not path.is_relative_to(root) or not path.exists():
             return match.group(0)
         if repo_url:

@@ -5,8 +5,11 @@ not; the README leads to install, the quick start, Jaeger and the settings in on
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
+import sys
 import unicodedata
 from pathlib import Path
 
@@ -92,6 +95,42 @@ def test_every_page_is_in_the_site_navigation() -> None:
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
     listed = {next(iter(entry.values())) for entry in config["nav"]}
     assert listed == {p.name for p in PAGES}
+
+
+def site_copy(into: Path) -> Path:
+    """The repository as the docs build sees it, with a copy of docs/ that a test may change."""
+    into.mkdir()
+    for entry in ROOT.iterdir():
+        if entry.name not in ("docs", ".git", "site") and not entry.name.startswith(".venv"):
+            (into / entry.name).symlink_to(entry)
+    shutil.copytree(DOCS, into / "docs")
+    return into
+
+
+def strict_build(root: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    mkdocs = Path(sys.executable).with_name("mkdocs")
+    return subprocess.run(
+        [str(mkdocs), "build", "--strict", "--site-dir", str(site)],
+        cwd=root,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_the_strict_docs_build_fails_on_a_broken_link(tmp_path: Path) -> None:
+    pytest.importorskip("mkdocs")
+    root = site_copy(tmp_path / "repo")
+    done = strict_build(root, tmp_path / "site")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "site" / "api" / "index.html").read_text(encoding="utf-8").count("run_attributes") > 1
+    page = root / "docs" / "loops.md"
+    page.write_text(page.read_text(encoding="utf-8") + "\n[gone](../deploy/nowhere.yml), [gone](traces.md#nowhere)\n")
+    done = strict_build(root, tmp_path / "broken")
+    assert done.returncode != 0
+    assert "'../deploy/nowhere.yml'" in done.stderr and "'#nowhere'" in done.stderr, done.stderr[-3000:]
 
 
 def test_the_readme_leads_to_install_quick_start_jaeger_and_the_settings_in_one_click() -> None:
