@@ -2,14 +2,16 @@
 # The whole test suite, from a fresh clone: creates .venv, installs what the tests need (Arize
 # Phoenix in its own .venv-phoenix, OpenLIT in its own .venv-openlit, Debian's docker-compose,
 # prometheus and alertmanager; builds Jaeger and the Collector from their Go modules where Go is
-# installed), runs lint, the type check, the layer contract (lint-imports) and pytest; then, only when no pytest arguments are given,
-# the tests marked for each further run (the markers in pyproject.toml say what each selects): the
-# AutoGen- and SDK-facing tests (`lowest_versions`) on the lowest supported versions (.venv-lowest),
-# the OpenLIT test (`openlit`, .venv-openlit), the AutoGen-facing tests (`every_autogen`) on every
-# AutoGen release between the lowest and the newest (.venv-autogen), and the tests that touch the
-# interpreter most (`every_python`) on every newer Python this machine has (.venv-py3.N). The tests
-# start and stop their servers themselves, on 127.0.0.1. Extra arguments go to pytest (`-m "not
-# backend and not slow"` leaves out the tests that start a real backend and the slowest others).
+# installed), runs lint, the type check, the layer contract (lint-imports) and the strict docs
+# build; then, only when no pytest arguments are given, the tests marked for each further run (the
+# markers in pyproject.toml say what each selects): the AutoGen- and SDK-facing tests
+# (`lowest_versions`) on the lowest supported versions (.venv-lowest), the OpenLIT test (`openlit`,
+# .venv-openlit), the AutoGen-facing tests (`every_autogen`) on every AutoGen release between the
+# lowest and the newest (.venv-autogen), and the tests that touch the interpreter most
+# (`every_python`) on every newer Python this machine has (.venv-py3.N); last, the whole suite on
+# the newest versions. The tests start and stop their servers themselves, on 127.0.0.1. Extra
+# arguments go to the whole suite's pytest (`-m "not backend and not slow"` leaves out the tests
+# that start a real backend and the slowest others).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,23 +55,17 @@ source scripts/_phoenix.sh
 [ -x .venv-openlit/bin/python ] || "$PYTHON" -m venv .venv-openlit
 .venv-openlit/bin/python -m pip install -q --disable-pip-version-check -e ".[test-core]" "openlit>=1.45" "openai<3"
 
-# The backends' build (started above): without Go, their tests skip and say why.
-built=0
-wait "$build_pid" || built=$?
-cat "$build_log" >&2
-rm -f "$build_log"
-case $built in
-  0) ;;
-  3) echo "== Go is not installed: the tests of Jaeger and the Collector skip" ;;
-  *) exit "$built" ;;
-esac
-
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy otel_agents
 .venv/bin/lint-imports
-echo "== newest versions: the whole suite"
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# The documentation site (mkdocs.yml), built --strict into a directory thrown away after: a broken
+# link, anchor or docstring reference fails the test command.
+site=$(mktemp -d)
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$site"
+rm -rf "$site"
+# The further runs first, when no pytest arguments are given: they need neither Jaeger nor the
+# Collector, so on a fresh machine they run while those still build.
 if [ $# -eq 0 ]; then
   echo "== lowest versions ($(.venv-lowest/bin/python -m pip list --format=freeze 2>/dev/null | grep -E '^(autogen-agentchat|opentelemetry-sdk)==' | tr '\n' ' '))"
   .venv-lowest/bin/python -m pytest -q -p no:cacheprovider -m lowest_versions
@@ -105,3 +101,17 @@ if [ $# -eq 0 ]; then
     ".venv-py$version/bin/python" -m pytest -q -p no:cacheprovider -m every_python
   done
 fi
+
+# The backends' build (started above): without Go, their tests skip and say why.
+built=0
+wait "$build_pid" || built=$?
+cat "$build_log" >&2
+rm -f "$build_log"
+case $built in
+  0) ;;
+  3) echo "== Go is not installed: the tests of Jaeger and the Collector skip" ;;
+  *) exit "$built" ;;
+esac
+
+echo "== newest versions: the whole suite"
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"

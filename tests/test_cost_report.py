@@ -290,8 +290,9 @@ async def test_two_users_on_an_unpriced_model_keep_a_row_each(tmp_path: Path) ->
     assert done.stdout.splitlines()[-1] == "- 330 tokens (3 model calls) had no price: they are not in the cost"
 
 
-async def test_calls_that_reported_no_usage_are_marked_with_a_question_mark(tmp_path: Path) -> None:
-    with otel_agents.configure(store=tmp_path, prices=PRICES) as telemetry:
+async def record_unknown_usage(directory: Path) -> None:
+    """Three users' runs with calls that reported no usage (docs/cli.md shows their cost report)."""
+    with otel_agents.configure(store=directory, prices=PRICES) as telemetry:
         with otel_agents.run_attributes(user_id="dana"):  # the writer's call priced, the critic's usage unknown
             writer = AssistantAgent("writer", model_client=NamedModel("model-a", text("draft", 100, 10)))
             critic = AssistantAgent("critic", model_client=NamedModel("model-b", text("notes", 0, 0)))
@@ -304,6 +305,9 @@ async def test_calls_that_reported_no_usage_are_marked_with_a_question_mark(tmp_
             await RoundRobinGroupChat([writer, critic], termination_condition=MaxMessageTermination(3)).run(task="go")
         telemetry.force_flush()
 
+
+async def test_calls_that_reported_no_usage_are_marked_with_a_question_mark(tmp_path: Path) -> None:
+    await record_unknown_usage(tmp_path)
     assert cost_json(tmp_path, "user") == [
         row("dana", 1, 100, 10, 120, unknown_usage_calls=1),
         row("fay", 1, 50, 5, None, unpriced=(1, 55), unknown_usage_calls=1),

@@ -1,6 +1,6 @@
-"""The README's quick start, as a newcomer runs it: its code block pasted into a script, and
-examples/quickstart.py (the same code), against a local OpenAI-compatible server; the run in the
-store (and the CLI), and in Phoenix over OTLP."""
+"""The quick start (the README's, and docs/getting-started.md's), as a newcomer runs it: its code
+block pasted into a script, and examples/quickstart.py (the same code), against a local
+OpenAI-compatible server; the run in the store (and the CLI), and in Phoenix over OTLP."""
 
 from __future__ import annotations
 
@@ -21,11 +21,12 @@ pytestmark = [pytest.mark.lowest_versions]
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart.py"
 BIN = Path(sys.executable).parent
+PAGES = [ROOT / "README.md", ROOT / "docs" / "getting-started.md"]
 
 
-def readme_quick_start() -> str:
-    """The first Python block of the README's "Quick start", as a person copies it."""
-    section = (ROOT / "README.md").read_text().split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0]
+def readme_quick_start(page: Path = PAGES[0]) -> str:
+    """The first Python block of a page's "Quick start", as a person copies it."""
+    section = page.read_text().split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0]
     found = re.search(r"\n```python\n(.*?)\n```\n", section, re.DOTALL)
     assert found, "the quick start has a Python block"
     return found.group(1) + "\n"
@@ -51,9 +52,10 @@ def test_the_quickstart_puts_one_run_in_the_default_store(tmp_path: Path) -> Non
         assert name in shown, shown
 
 
-def test_the_readme_quick_start_runs_as_pasted_into_a_script(tmp_path: Path) -> None:
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_the_readme_quick_start_runs_as_pasted_into_a_script(tmp_path: Path, page: Path) -> None:
     pasted = tmp_path / "app.py"
-    pasted.write_text(readme_quick_start())
+    pasted.write_text(readme_quick_start(page))
     with OpenAIServer() as server:
         done = run([sys.executable, str(pasted)], tmp_path, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="k")
     assert "stopped: Maximum number of messages 3 reached" in done.stdout
@@ -62,12 +64,13 @@ def test_the_readme_quick_start_runs_as_pasted_into_a_script(tmp_path: Path) -> 
     assert len(runs) == 2 and "writers-room" in runs[1], runs
 
 
-def test_examples_quickstart_is_the_readme_quick_start() -> None:
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_examples_quickstart_is_the_readme_quick_start(page: Path) -> None:
     example = QUICKSTART.read_text()
     docstring = ast.get_docstring(ast.parse(example), clean=False)
     assert docstring is not None
     code = example.split(f'"""{docstring}"""', 1)[1].lstrip("\n")
-    assert code == readme_quick_start(), "the README's block and examples/quickstart.py are the same code"
+    assert code == readme_quick_start(page), f"{page.name}'s block and examples/quickstart.py are the same code"
 
 
 @pytest.mark.backend

@@ -36,7 +36,7 @@ def instrumented_env(server: OpenAIServer, tmp_path: Path, **variables: str) -> 
         "OTEL_METRICS_EXPORTER": "none",
         "OTEL_LOGS_EXPORTER": "none",
         # OpenInference's AgentChat instrumentor is installed here (for the benchmarks): as the
-        # README says, disable other AutoGen instrumentors by their entry point name
+        # docs/zero-code.md says, disable other AutoGen instrumentors by their entry point name
         "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "autogen_agentchat",
         **variables,
     }

@@ -70,7 +70,7 @@ async def test_beside_openinference_its_own_span_stays_and_carries_the_content(
     openai_server: OpenAIServer, streaming: bool
 ) -> None:
     """OpenInference reads only OpenTelemetry's `_SUPPRESS_INSTRUMENTATION_KEY`, which would silence the
-    HTTP client too: we leave it on, and the README says to disable it
+    HTTP client too: we leave it on, and docs/zero-code.md says to disable it
     (`OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=openai`) or hide its content (`OPENINFERENCE_HIDE_*`)."""
     pytest.importorskip("openinference.instrumentation.openai")
     seen = await one_call(openai_server, streaming=streaming, instrument=openinference)
@@ -161,6 +161,6 @@ def test_under_the_distro_traceloop_stands_down_and_openinference_stays_unless_d
         )
     names = [s["name"] for s in spans]
     assert names.count("chat gpt-4o-mini") == server.request_count == 4
-    assert "ChatCompletion" not in names and "openai.chat" not in names, "the README's switch turns it off"
+    assert "ChatCompletion" not in names and "openai.chat" not in names, "docs/zero-code.md's switch turns it off"
     assert not [s["name"] for s in spans if TASK in json.dumps(s)]
     assert names.count("POST") == 4 and all(h.get("traceparent") for h in server.headers), "the HTTP client's stay"

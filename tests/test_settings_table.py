@@ -1,4 +1,5 @@
-"""The settings table (`params.PARAMS`) is the README's settings table, and the one reader of the environment."""
+"""The settings table (`params.PARAMS`) is the settings table of docs/configuration.md, and the one reader of the
+environment."""
 
 from __future__ import annotations
 
@@ -31,9 +32,12 @@ class Row:
     """The values the default cell states: `code`, numbers, true and false."""
 
 
-def readme_rows(readme: str) -> list[Row]:
-    """The rows of the table under "### Settings"."""
-    section = readme.split("\n### Settings\n", 1)[1].split("\n## ", 1)[0]
+PAGE = ROOT / "docs" / "configuration.md"
+
+
+def page_rows(page: str) -> list[Row]:
+    """The rows of the table under "## Settings"."""
+    section = page.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
     rows = []
     for line in section.splitlines():
         if not line.startswith("|") or line.startswith(("| setting |", "|---")):
@@ -55,7 +59,7 @@ def _code(cell: str) -> list[str]:
 
 
 def shown(default: object) -> str | None:
-    """A default as the README writes it; None: not a value the README states."""
+    """A default as the page writes it; None: not a value the page states."""
     if isinstance(default, bool):
         return str(default).lower()
     if isinstance(default, float) and default.is_integer():
@@ -69,55 +73,55 @@ def _named(token: str, variable: str) -> bool:
     return variable.startswith(token[:-1]) if token.endswith("*") else variable == token
 
 
-def differences(readme: str, table: Sequence[Param[Any]]) -> list[str]:
-    """Where the README's settings table and `table` disagree (empty: they agree)."""
-    rows = {row.setting: row for row in readme_rows(readme)}
+def differences(page: str, table: Sequence[Param[Any]]) -> list[str]:
+    """Where the page's settings table and `table` disagree (empty: they agree)."""
+    rows = {row.setting: row for row in page_rows(page)}
     found: list[str] = []
     settings = {param.setting for param in table}
-    found += [f"README row {s!r} has no setting in the table" for s in sorted(rows.keys() - settings)]
-    found += [f"table setting {s!r} has no README row" for s in sorted(settings - rows.keys())]
+    found += [f"docs row {s!r} has no setting in the table" for s in sorted(rows.keys() - settings)]
+    found += [f"table setting {s!r} has no docs row" for s in sorted(settings - rows.keys())]
     every_variable = {name for param in table for name in param.variables}
     for setting in sorted(settings & rows.keys()):
         row, params_of_row = rows[setting], [p for p in table if p.setting == setting]
         arguments = {p.argument.split(".")[0] for p in params_of_row if p.argument}
         if arguments != row.arguments:
-            found.append(f"{setting}: README arguments {sorted(row.arguments)}, table {sorted(arguments)}")
+            found.append(f"{setting}: docs arguments {sorted(row.arguments)}, table {sorted(arguments)}")
         for name in sorted({n for p in params_of_row for n in p.variables}):
             if not any(_named(token, name) for token in row.variables):
-                found.append(f"{setting}: {name} is in the table, not in the README")
+                found.append(f"{setting}: {name} is in the table, not in the docs")
         for token in sorted(row.variables):
             if not any(_named(token, name) for name in every_variable):
-                found.append(f"{setting}: {token} is in the README, not in the table")
+                found.append(f"{setting}: {token} is in the docs, not in the table")
         defaults = {text for p in params_of_row if (text := shown(p.default)) is not None}
         for text in sorted(defaults - row.defaults):
-            found.append(f"{setting}: default {text} is in the table, not in the README")
+            found.append(f"{setting}: default {text} is in the table, not in the docs")
         for text in sorted(row.defaults - defaults):
-            found.append(f"{setting}: default {text} is in the README, not in the table")
+            found.append(f"{setting}: default {text} is in the docs, not in the table")
     return found
 
 
-def test_the_readme_settings_table_is_the_settings_table() -> None:
-    assert differences((ROOT / "README.md").read_text(encoding="utf-8"), PARAMS) == []
+def test_the_docs_settings_table_is_the_settings_table() -> None:
+    assert differences(PAGE.read_text(encoding="utf-8"), PARAMS) == []
 
 
 def test_a_setting_on_one_side_only_is_found() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    page = PAGE.read_text(encoding="utf-8")
     extra_row = "| warp drive | `warp` | `OTEL_AGENTS_WARP` | off |\n"
-    with_row = readme.replace("| loop thresholds |", extra_row + "| loop thresholds |", 1)
-    assert "README row 'warp drive' has no setting in the table" in differences(with_row, PARAMS)
+    with_row = page.replace("| loop thresholds |", extra_row + "| loop thresholds |", 1)
+    assert "docs row 'warp drive' has no setting in the table" in differences(with_row, PARAMS)
 
     extra_variable = replace(params.STORE_MAX_MB, variables=("OTEL_AGENTS_STORE_MAX_FILES",))
-    assert "embedded store: OTEL_AGENTS_STORE_MAX_FILES is in the table, not in the README" in differences(
-        readme, (*PARAMS, extra_variable)
+    assert "embedded store: OTEL_AGENTS_STORE_MAX_FILES is in the table, not in the docs" in differences(
+        page, (*PARAMS, extra_variable)
     )
     extra_argument = replace(params.REDACT, argument="scrub")
-    assert any("README arguments" in d for d in differences(readme, (*PARAMS, extra_argument)))
+    assert any("docs arguments" in d for d in differences(page, (*PARAMS, extra_argument)))
     new_default = replace(params.CONTENT_MAX_CHARS, default=8192)
-    assert "content size: default 8192 is in the table, not in the README" in differences(
-        readme, [new_default if p is params.CONTENT_MAX_CHARS else p for p in PARAMS]
+    assert "content size: default 8192 is in the table, not in the docs" in differences(
+        page, [new_default if p is params.CONTENT_MAX_CHARS else p for p in PARAMS]
     )
-    renamed = readme.replace("`OTEL_AGENTS_PRICES`", "`OTEL_AGENTS_PRICE_FILE`", 1)
-    assert "prices: OTEL_AGENTS_PRICE_FILE is in the README, not in the table" in differences(renamed, PARAMS)
+    renamed = page.replace("`OTEL_AGENTS_PRICES`", "`OTEL_AGENTS_PRICE_FILE`", 1)
+    assert "prices: OTEL_AGENTS_PRICE_FILE is in the docs, not in the table" in differences(renamed, PARAMS)
 
 
 def test_every_entry_says_what_it_takes() -> None:

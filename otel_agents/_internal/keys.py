@@ -2,7 +2,7 @@
 
 The `gen_ai.*` keys are the OpenTelemetry GenAI semantic conventions; `otel_agents.*` keys are ours,
 used only where no convention exists. Dashboards, alert rules and users' saved queries depend on
-these strings: change them only together with the README, `deploy/` and the tests.
+these strings: change them only together with docs/traces.md, CHANGELOG.md, `deploy/` and the tests.
 """
 
 from typing import Final

@@ -11,7 +11,7 @@ naming the argument or variable and the value (OTLP header values are secrets: n
 of the table's variables. `configure()` takes one and hands it to everything it resolves; what
 resolves settings outside `configure()` (the view of the global providers when `configure()` was
 never called, a `LoopGuard` when it is built, the CLI) takes its own snapshot through it.
-The README's settings table is checked against `PARAMS` by tests/test_settings_table.py.
+The settings table of docs/configuration.md is checked against `PARAMS` by tests/test_settings_table.py.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class Param(Generic[T]):
     """One setting: where its value comes from, how it is validated, and its default."""
 
     setting: str
-    """The row of the README's settings table it belongs to."""
+    """The row of the settings table (docs/configuration.md) it belongs to."""
     argument: str | None = None
     """The `configure()` argument that wins over the variables; `loop_limits.max_messages` is a field."""
     variables: tuple[str, ...] = ()
@@ -449,7 +449,7 @@ PARAMS: Final[tuple[Param[Any], ...]] = (
     METRIC_ATTRIBUTES,
     *LOOP_THRESHOLDS.values(),
 )
-"""Every setting, in the order of the README's settings table."""
+"""Every setting, in the order of the settings table of docs/configuration.md."""
 
 VARIABLES: Final = frozenset(name for param in PARAMS for name in param.variables)
 

@@ -46,7 +46,7 @@ OPENLIT_RESET_FRAMEWORK_LLM_ACTIVE: Final = "reset_framework_llm_active"
 OPENINFERENCE_HAS_NO_NARROW_KEY: Final = True
 """Its wrapper of the client's `request` reads only `_SUPPRESS_INSTRUMENTATION_KEY` (and so does
 `OITracer.start_span`): it cannot be silenced without silencing the HTTP client too, so we leave it
-on. The README names the switch: `OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=openai`."""
+on. docs/zero-code.md names the switch: `OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=openai`."""
 OPENAI_INSTRUMENTOR_ENTRY_POINT: Final = "openai"
 """The `opentelemetry_instrumentor` entry point name OpenInference's, Traceloop's and OpenTelemetry's
 own OpenAI instrumentors all register: disabling it by name disables every one installed."""

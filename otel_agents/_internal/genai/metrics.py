@@ -1,4 +1,4 @@
-"""The instruments otel-agents records (a contract: the README lists them).
+"""The instruments otel-agents records (a contract: docs/metrics.md lists them).
 
 `gen_ai.client.token.usage` and `gen_ai.client.operation.duration` are recorded by util-genai's
 handler (`genai.inference`), with the same buckets as `TOKEN_BUCKETS` and `DURATION_BUCKETS`.
