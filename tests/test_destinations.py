@@ -152,7 +152,7 @@ def test_a_given_exporter_replaces_the_default_destination(tmp_path: Path, monke
         ({"OTEL_AGENTS_STORE_MAX_MB": "big"}, {}, "OTEL_AGENTS_STORE_MAX_MB='big'"),
         ({"OTEL_AGENTS_STORE_MAX_MB": "inf"}, {}, "OTEL_AGENTS_STORE_MAX_MB='inf'"),
         ({"OTEL_EXPORTER_OTLP_TIMEOUT": "1e400"}, {}, "OTEL_EXPORTER_OTLP_TIMEOUT='1e400'"),
-        ({"OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "5000"}, {}, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE=5000 is more than"),
+        ({"OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "10000"}, {}, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE=10000 is more than"),
         (
             {"OTEL_BSP_MAX_QUEUE_SIZE": "100", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "101"},
             {},

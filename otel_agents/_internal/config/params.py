@@ -245,8 +245,10 @@ def _otlp(signal: Literal["traces", "metrics"]) -> Otlp:
 OTLP_TRACES: Final = _otlp("traces")
 OTLP_METRICS: Final = _otlp("metrics")
 
-SDK_MAX_QUEUE_SIZE: Final = 2048
-"""Spans the SDK's batch processor holds when `OTEL_BSP_MAX_QUEUE_SIZE` is unset."""
+SPAN_QUEUE_SIZE: Final = 8192
+"""Spans otel-agents' batch processor holds when `OTEL_BSP_MAX_QUEUE_SIZE` is unset: four times the
+SDK's 2048, so that a burst (a publish cascade, or an export thread kept from running on a busy
+machine) is not dropped; about 3 KB a queued span, some 26 MB at most."""
 SDK_MAX_EXPORT_BATCH_SIZE: Final = 512
 """Spans it exports at once when `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` is unset; never more than the queue."""
 BATCHING: Final = tuple(
@@ -254,7 +256,12 @@ BATCHING: Final = tuple(
         setting="batching",
         variables=(name,),
         parse=parsers.whole(0 if name == "OTEL_BSP_EXPORT_TIMEOUT" else 1),
-        kind="a whole number (milliseconds, spans); unset: the SDK's default",
+        default=SPAN_QUEUE_SIZE if name == "OTEL_BSP_MAX_QUEUE_SIZE" else None,
+        kind=(
+            f"a whole number (spans); unset: {SPAN_QUEUE_SIZE} (the SDK's is 2048)"
+            if name == "OTEL_BSP_MAX_QUEUE_SIZE"
+            else "a whole number (milliseconds, spans); unset: the SDK's default"
+        ),
         sdk_reads=True,
     )
     for name in (

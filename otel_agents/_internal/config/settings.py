@@ -41,8 +41,8 @@ from otel_agents._internal.config.params import (
     RUNTIME_SPANS,
     SDK_DISABLED,
     SDK_MAX_EXPORT_BATCH_SIZE,
-    SDK_MAX_QUEUE_SIZE,
     SERVICE_NAME,
+    SPAN_QUEUE_SIZE,
     STORE,
     STORE_MAX_MB,
     STREAM_USAGE,
@@ -103,7 +103,7 @@ class Settings:
     metric_attributes: tuple[str, ...] = ()
     """Keys of `run_attributes(attributes=...)` that label the run metrics (OTEL_AGENTS_METRIC_ATTRIBUTES)."""
     span_queue_size: int | None = None
-    """OTEL_BSP_MAX_QUEUE_SIZE: how many spans a batch processor holds; None: the SDK's default."""
+    """OTEL_BSP_MAX_QUEUE_SIZE: how many spans a batch processor holds; None: `SPAN_QUEUE_SIZE`."""
     stream_usage: StreamUsage = "off"
     """OTEL_AGENTS_STREAM_USAGE: `request` asks AutoGen's OpenAI clients for usage on streamed calls."""
     run_parent: RunParent = "current"
@@ -122,9 +122,9 @@ def _batching(env: Mapping[str, str]) -> int | None:
     export batch larger than its queue with a bare ValueError: refused here, named)."""
     values = {param: param.from_environ(env) for param in BATCHING}
     queue, batch = values[_SPAN_QUEUE_SIZE], values[_SPAN_BATCH_SIZE]
-    if (batch or SDK_MAX_EXPORT_BATCH_SIZE) > (queue or SDK_MAX_QUEUE_SIZE):
+    if (batch or SDK_MAX_EXPORT_BATCH_SIZE) > (queue or SPAN_QUEUE_SIZE):
         batch_text = batch or f"{SDK_MAX_EXPORT_BATCH_SIZE} (the SDK's default)"
-        queue_text = queue or f"{SDK_MAX_QUEUE_SIZE} (the SDK's default)"
+        queue_text = queue or f"{SPAN_QUEUE_SIZE} (otel-agents' default)"
         raise ConfigError(
             f"OTEL_BSP_MAX_EXPORT_BATCH_SIZE={batch_text} is more than OTEL_BSP_MAX_QUEUE_SIZE={queue_text}: "
             "a batch must fit in the queue"

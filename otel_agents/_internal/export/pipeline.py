@@ -30,7 +30,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from otel_agents._internal.config.params import SDK_MAX_QUEUE_SIZE
+from otel_agents._internal.config.params import SPAN_QUEUE_SIZE
 from otel_agents._internal.config.settings import Settings
 from otel_agents._internal.export import otel_conventions as otel
 from otel_agents._internal.export.fork import reset_in_forked_child
@@ -173,7 +173,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
     """
 
     def __init__(
-        self, exporter: GuardedExporter, shutdown_within_s: float, max_queue_size: int = SDK_MAX_QUEUE_SIZE
+        self, exporter: GuardedExporter, shutdown_within_s: float, max_queue_size: int = SPAN_QUEUE_SIZE
     ) -> None:
         self.guarded = exporter
         self.max_queue_size = max_queue_size
@@ -339,7 +339,7 @@ def make_processor(
     processor = BoundedBatchSpanProcessor(
         guarded,
         settings.exporter_timeout_s + SHUTDOWN_GRACE_S,
-        settings.span_queue_size or SDK_MAX_QUEUE_SIZE,
+        settings.span_queue_size or SPAN_QUEUE_SIZE,
     )
     health.processors.append(processor)
     return processor
