@@ -92,7 +92,11 @@ def configure(
     if not settings.disabled:
         EXIT_THREAD.start()  # while threads can start: the exit waits for its shutdown on it
     if instrument:
-        _instrument_autogen()  # else nothing is patched now: a `tap` installs what it needs at its first use
+        _instrument_autogen()
+    else:
+        # what `tap` needs (model calls, tools, placement), now: a runtime built before the first
+        # tap (a team's own, in its constructor) takes its tracer then
+        patches.install()
     return telemetry
 
 
