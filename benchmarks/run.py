@@ -454,7 +454,7 @@ NOTES = """## Notes
 - Memory of many runs is the process's resident size after so many runs (side by side, one
   process a mode). Of a core-only conversation (two autogen-core agents publishing to each other),
   what tracemalloc still counts once its spans are exported, and its peak; the peak includes the
-  batch queue, bounded at 2048 spans on its own, which fills when the export thread falls behind.
+  batch queue, bounded at 8192 spans on its own, which fills when the export thread falls behind.
 - "What costs what" times each operation of otel-agents on its own, many times over, so its
   numbers are steadier than differences between whole runs; "how often" says how many of each a
   run makes.

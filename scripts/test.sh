@@ -19,9 +19,12 @@ cd "$(dirname "$0")/.."
 # pins; scripts/build_backends.sh keeps each binary in ~/.cache/otel-agents/bin by version, so only
 # the first run on a machine builds (some 20 minutes on two cores). It builds in the background
 # while the Python environments install (mostly downloads), and is waited for before the tests.
+# In a session of its own, so that the trap below stops the whole build when this script stops
+# early (a failed step, Ctrl-C); it writes each binary as .partial and renames it when done.
 build_log=$(mktemp)
-bash scripts/build_backends.sh >/dev/null 2>"$build_log" &
+setsid bash scripts/build_backends.sh >/dev/null 2>"$build_log" &
 build_pid=$!
+trap 'kill -- -"$build_pid" 2>/dev/null || true; cat "$build_log" >&2; rm -f "$build_log"' EXIT
 
 source scripts/_venv.sh '[test]'
 
@@ -105,6 +108,7 @@ fi
 # The backends' build (started above): without Go, their tests skip and say why.
 built=0
 wait "$build_pid" || built=$?
+trap - EXIT
 cat "$build_log" >&2
 rm -f "$build_log"
 case $built in

@@ -404,11 +404,12 @@ async def test_published_messages_waiting_for_delivery_are_bounded_and_forgotten
     runtime = SingleThreadedAgentRuntime()
     for n in range(5):  # queued: the runtime has not started delivering
         await runtime.publish_message(Note(f"note {n}"), TopicId("nobody-listens", "default"))
-    assert publish_roots.waiting() == 3, "the oldest are forgotten first"
+    assert publish_roots.waiting() == 3
     runtime.start()
     await runtime.stop_when_idle()
     assert publish_roots.waiting() == 0
-    assert not capture.spans()
+    # the two published while three waited got their root at once, as the runtime makes it
+    assert [s.name for s in capture.spans()] == ["autogen create nobody-listens"] * 2
 
 
 @dataclass
@@ -458,3 +459,24 @@ async def test_a_burst_of_core_messages_larger_than_the_span_queue_loses_none_wi
         assert len(processed) == 2 * (5 + 20 + 80 + 320 + 1280) > 2048, len(processed)
     finally:
         telemetry.shutdown()
+
+
+async def test_a_span_started_while_a_publish_is_delivered_goes_under_its_root(capture: Capture) -> None:
+    """AutoGen builds a subscriber by its factory inside the delivery: what the factory records is
+    in the message's trace."""
+    from autogen_core import SingleThreadedAgentRuntime, TypeSubscription
+    from opentelemetry import trace
+
+    def build() -> Listener:
+        with trace.get_tracer("app").start_as_current_span("build listener"):
+            return Listener(replay(text("noted")))
+
+    runtime = SingleThreadedAgentRuntime()
+    await Listener.register(runtime, "listener", build)
+    await runtime.add_subscription(TypeSubscription("notes", "listener"))
+    runtime.start()
+    await runtime.publish_message(Note("to the listener"), TopicId("notes", "default"))
+    await runtime.stop_when_idle()
+    tree = one_trace(capture.spans())
+    built = tree.one("build listener")
+    assert built.parent is not None and built.parent.span_id == tree.root.context.span_id

@@ -240,7 +240,9 @@ class RunAwareTracer(trace.Tracer):
                 if name.startswith(_UNRECORDED_WHEN_NESTED):
                     stand_in = parent if parent.is_valid else sender
                     if stand_in is None and self._delivers_here(name):
-                        return self._published(name, kind, attributes, links)
+                        published = self._published(name, kind, attributes, links)
+                        if published is not None:
+                            return published
                     if stand_in is not None and name.startswith(_PUBLISH):
                         delivered = publish_roots.pending(stand_in)
                         if delivered is not None:
@@ -267,6 +269,9 @@ class RunAwareTracer(trace.Tracer):
                     # tapped run: the span goes under its sender, in the sender's trace, and the
                     # spans it causes here follow it.
                     return self._under_sender(sender, name, kind, attributes, links, start_time)
+            delivered = publish_roots.pending(parent) if parent.is_valid else None
+            if delivered is not None:  # started inside a delivery's `publish` block: under its root
+                context, links = _context_of(delivered.root()), delivered.links_to_root(links)
             return self._tracer_of(self._provider.delegate()).start_span(
                 name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
             )
@@ -313,13 +318,17 @@ class RunAwareTracer(trace.Tracer):
             and name.endswith(ag.RUNTIME_TOPIC_DESTINATION_SUFFIX)
         )
 
-    def _published(self, name: str, kind: SpanKind, attributes: types.Attributes, links: Sequence[Link] | None) -> Span:
-        """A message published with no span open: its root starts at its delivery (`publish_roots`)."""
-        tracer = self._tracer_of(self._provider.delegate())
-        name, attributes = stable_runtime_span_name(name), without_content(attributes)
+    def _published(
+        self, name: str, kind: SpanKind, attributes: types.Attributes, links: Sequence[Link] | None
+    ) -> Span | None:
+        """A message published with no span open: its root starts at its delivery (`publish_roots`);
+        None when too many wait (the caller records the root now)."""
+        stable, attributes = stable_runtime_span_name(name), without_content(attributes)
 
-        def start_root(start_time: int) -> Span:
-            return tracer.start_span(name, Context(), kind, attributes, links, start_time)
+        def start_root(start_time: int) -> Span:  # the pipeline current at delivery
+            return self._tracer_of(self._provider.delegate()).start_span(
+                stable, Context(), kind, attributes, links, start_time
+            )
 
         return publish_roots.created(start_root)
 

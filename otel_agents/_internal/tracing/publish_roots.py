@@ -6,9 +6,11 @@ the runtime cannot yet say who will receive the message; at delivery it can. So 
 gets a stand-in: a span context of its own, made current and copied by AutoGen into the envelope,
 recording nothing. The first `process` span the message causes starts the root (named and timed as
 the `create` span would have been) and goes under it, as do the other recipients' `process` spans.
-The stand-in is forgotten when the message's `publish` block (its delivery) ends, delivered or not;
-at most `PENDING_KEPT` wait for delivery at once (the oldest is forgotten first: its delivery then
-goes where it would without this module, under a parent that is not exported).
+Any other span started in the `publish` block (an agent built by its factory for the delivery, a
+database call there) goes under the root too. The stand-in is forgotten when the message's
+`publish` block (its delivery) ends, delivered to anyone or not; at most `PENDING_KEPT` wait at
+once (see there). Log records written inside the `create` and `publish` blocks carry the
+stand-in's trace id, which no exported span has.
 """
 
 from __future__ import annotations
@@ -22,7 +24,12 @@ from typing import Any, Final
 from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, TraceFlags
 
 PENDING_KEPT: Final = 4096
-"""Published messages waiting for delivery, at most (the runtime's queue is usually far shorter)."""
+"""Published messages waiting for delivery, at most; a message published while that many wait gets
+its root at once (as without this module), so a burst of publishes queued before any delivery
+(`asyncio.Queue.put` does not yield) loses nothing."""
+STALE_S: Final = 300.0
+"""A message waiting this long is forgotten when the table is full: a runtime stopped before
+delivering it, or an intervention handler dropped it (its `intercept` span started its root)."""
 
 _ids: list[Any] = []
 """The SDK's `RandomIdGenerator`, made at the first publish (`import otel_agents` loads no SDK)."""
@@ -85,8 +92,12 @@ _pending: OrderedDict[int, Pending] = OrderedDict()
 _lock = threading.Lock()
 
 
-def created(start_root: Callable[[int], Span]) -> Span:
-    """The stand-in of a `create` block; `start_root(start_time)` starts the root when it is delivered."""
+def created(start_root: Callable[[int], Span]) -> Span | None:
+    """The stand-in of a `create` block; `start_root(start_time)` starts the root when it is
+    delivered. None when `PENDING_KEPT` messages wait already, none of them for longer than
+    `STALE_S`: then the caller records the root at once, as the runtime would."""
+    if len(_pending) >= PENDING_KEPT and not _forget_stale():
+        return None
     if not _ids:
         from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
@@ -97,10 +108,19 @@ def created(start_root: Callable[[int], Span]) -> Span:
     )
     span = _Created(context)
     with _lock:
-        if len(_pending) >= PENDING_KEPT:
-            _pending.popitem(last=False)
         _pending[context.span_id] = Pending(span, start_root)
     return span
+
+
+def _forget_stale() -> bool:
+    """Forget the messages waiting longer than `STALE_S` (a runtime stopped before delivering them,
+    a message an intervention handler dropped); whether any was."""
+    before = time.time_ns() - int(STALE_S * 1e9)
+    with _lock:
+        stale = [key for key, waiting in _pending.items() if waiting.started_at < before]
+        for key in stale:
+            del _pending[key]
+    return bool(stale)
 
 
 def pending(context: SpanContext | None) -> Pending | None:
