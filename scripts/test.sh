@@ -24,7 +24,7 @@ cd "$(dirname "$0")/.."
 build_log=$(mktemp)
 setsid bash scripts/build_backends.sh >/dev/null 2>"$build_log" &
 build_pid=$!
-trap 'kill -- -"$build_pid" 2>/dev/null || true; cat "$build_log" >&2; rm -f "$build_log"' EXIT
+trap 'kill -- -"$build_pid" 2>/dev/null || kill "$build_pid" 2>/dev/null || true; cat "$build_log" >&2; rm -f "$build_log"' EXIT
 
 source scripts/_venv.sh '[test]'
 
