@@ -84,11 +84,11 @@ def test_an_endpoint_that_is_down_holds_the_exit_only_for_the_exit_timeout_and_s
     assert f"http://127.0.0.1:{port}/v1/traces;" in ours[0] and "OTEL_AGENTS_EXIT_TIMEOUT_S=0.5 s" in ours[0]
 
 
-def test_configure_starts_the_thread_the_exit_waits_on() -> None:
+def test_configure_starts_the_export_thread_the_exit_waits_on() -> None:
     # From Python 3.12 on no thread can start at exit: the one the exit's shutdown runs on is started here.
     done = subprocess.run(
         [sys.executable, "-c", "import threading, otel_agents; otel_agents.configure(store=False); "
-         "print([t.daemon for t in threading.enumerate() if t.name == 'otel-agents-exit'])"],
+         "print([t.daemon for t in threading.enumerate() if t.name == 'otel-agents-export'])"],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert (done.returncode, done.stdout.strip()) == (0, "[True]"), done.stderr

@@ -27,9 +27,10 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from otel_agents._internal.export.soon import FLUSH_SOON
+from otel_agents._internal.export.export_thread import EXPORT_THREAD
 from otel_agents._internal.run.workflow import end_open_runs
-from otel_agents._internal.telemetry import current
+from otel_agents._internal.telemetry import latest
+from otel_agents._internal.tracing import globals as current_recording
 
 logger = logging.getLogger(__name__)
 
@@ -61,10 +62,13 @@ def export_before_exit(*, end_runs: bool) -> None:
     `end_runs`, the runs still open are ended first (`shutdown`) and delivered with the rest."""
     from otel_agents._internal.export.pipeline import shutdown_within
 
-    telemetry = current(None)
-    timeout_s = telemetry.settings.exit_timeout_s
+    telemetry = latest()
+    # without `configure()` (under the distro): the global providers, through a view of them
+    recording = telemetry.recording if telemetry is not None else current_recording.current(None)
+    timeout_s = recording.settings.exit_timeout_s
     timeout_ms = max(1, int(timeout_s * 1000))
-    providers = [p for p in FLUSH_SOON.pending() if p is not telemetry.sdk_tracer_provider]
+    tracer_provider, meter_provider = recording.sdk_tracer_provider, recording.meter_provider
+    providers = [p for p in EXPORT_THREAD.pending() if p is not tracer_provider]
 
     def export() -> None:
         if end_runs:
@@ -73,7 +77,13 @@ def export_before_exit(*, end_runs: bool) -> None:
             flush = getattr(provider, "force_flush", None)
             if flush is not None:
                 flush(timeout_ms)
-        telemetry.force_flush(timeout_ms)
+        if telemetry is not None:
+            telemetry.force_flush(timeout_ms)
+            return
+        for provider in (tracer_provider, meter_provider):
+            flush = getattr(provider, "force_flush", None)  # the API's no-op providers have none
+            if flush is not None:
+                flush(timeout_ms)
 
     shutdown_within([export], timeout_s)
 

@@ -136,9 +136,9 @@ async def run_demo(out: TextIO = sys.stdout) -> list[str]:
 
 async def _run_one(team: Any, task: str, out: TextIO) -> str:
     from otel_agents._internal.autogen.tap import tap
-    from otel_agents._internal.telemetry import current
+    from otel_agents._internal.tracing.globals import current
 
-    telemetry = current(None)
+    recording = current(None)
     messages = tokens_in = tokens_out = 0
     cost = 0.0
     result: Any = None
@@ -152,7 +152,7 @@ async def _run_one(team: Any, task: str, out: TextIO) -> str:
         if usage is not None:
             tokens_in += usage.prompt_tokens
             tokens_out += usage.completion_tokens
-            cost += telemetry.prices.cost(DEMO_MODEL, usage.prompt_tokens, usage.completion_tokens) or 0.0
+            cost += recording.prices.cost(DEMO_MODEL, usage.prompt_tokens, usage.completion_tokens) or 0.0
         print(f"---------- {type(item).__name__} ({item.source}) ----------", file=out)
         print(_content(item), file=out)
         print(f"[{messages} messages · {tokens_in:,} in / {tokens_out:,} out tokens · ${cost:.6f}]", file=out)

@@ -15,7 +15,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind
 
 from otel_agents._internal import keys as sc
-from otel_agents._internal.export.soon import FLUSH_SOON
+from otel_agents._internal.export.export_thread import EXPORT_THREAD
 from otel_agents._internal.per_provider import PerProvider
 from otel_agents._internal.run.stop import COMPLETED, EARLY_STOPS, SHUTDOWN, StopKind, error_reason, stop_kind_of
 from otel_agents._internal.tracing.errors import mark_error
@@ -299,7 +299,7 @@ class WorkflowSpan:
         if self.is_root:
             # the run is over: its spans leave soon, not at the batch schedule (a service stopped
             # before then would lose them); the flush runs on our thread, the caller never waits
-            FLUSH_SOON.request(self.run.provider)
+            EXPORT_THREAD.flush_soon(self.run.provider)
             self.run.ended = True  # model calls ending from now on are not the run's
             if self.run.instruments is not None:
                 self.run.instruments.run_ended(
