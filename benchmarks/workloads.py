@@ -55,7 +55,7 @@ def set_up(mode: str, *, endpoint: str | None = None) -> Mode:
     if mode in ("otel-agents", "otel-agents-metrics", "otel-agents-nested"):
         import otel_agents
 
-        runtime_spans = "nested" if mode.endswith("nested") else "off"
+        runtime_spans = "nested" if mode.endswith("nested") else None  # None: the default (auto)
         # metrics go nowhere by default (no endpoint): otel-agents then makes no measurement;
         # "-metrics" has a reader (in memory), as a service exporting its metrics would
         readers = []

@@ -6,15 +6,18 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
+from otel_agents._internal.export.export_thread import ExportThread
 from otel_agents._internal.export.store.reader import Store
 from tests.support.spans import one_trace
 from tests.support.teams import writers_room
+from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.every_python]
 
@@ -92,3 +95,29 @@ def test_configure_starts_the_export_thread_the_exit_waits_on() -> None:
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert (done.returncode, done.stdout.strip()) == (0, "[True]"), done.stderr
+
+
+def test_the_exit_runs_its_shutdown_on_the_export_thread_after_the_flush_under_way() -> None:
+    export_thread = ExportThread()
+    done: list[tuple[str, str]] = []
+    release = threading.Event()
+
+    class SlowProvider:
+        def force_flush(self) -> None:
+            done.append(("flushed slowly", threading.current_thread().name))
+            release.wait(10)
+
+    class LaterProvider:
+        def force_flush(self) -> None:
+            done.append(("flushed later", threading.current_thread().name))
+
+    export_thread.flush_soon(SlowProvider())
+    assert wait_until(lambda: done), "the flush is under way"
+    export_thread.flush_soon(LaterProvider())  # asked for while it runs: the exit's shutdown delivers instead
+    in_time = export_thread.run_at_exit(lambda: done.append(("shut down", threading.current_thread().name)), 0.2)
+    assert not in_time, "the exit waits for the flush under way no longer than its timeout"
+    release.set()
+    assert wait_until(lambda: len(done) == 2)
+    assert done == [("flushed slowly", "otel-agents-export"), ("shut down", "otel-agents-export")]
+    export_thread.flush_soon(LaterProvider())  # after the exit: nothing more is flushed
+    assert export_thread.pending() == []
