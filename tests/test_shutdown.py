@@ -3,6 +3,7 @@ exported, not lost; closing its stream afterwards changes nothing and raises not
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import textwrap
@@ -10,11 +11,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
 from otel_agents._internal.export.export_thread import ExportThread
 from otel_agents._internal.export.store.reader import Store
+from otel_agents._internal.run.workflow import end_open_runs
 from tests.support.spans import one_trace
 from tests.support.teams import writers_room
 from tests.support.waits import wait_until
@@ -121,3 +124,34 @@ def test_the_exit_runs_its_shutdown_on_the_export_thread_after_the_flush_under_w
     assert done == [("flushed slowly", "otel-agents-export"), ("shut down", "otel-agents-export")]
     export_thread.flush_soon(LaterProvider())  # after the exit: nothing more is flushed
     assert export_thread.pending() == []
+
+
+async def test_a_pipeline_shutting_down_in_another_thread_while_runs_start_and_end_raises_nothing() -> None:
+    telemetry = otel_agents.configure(span_exporter=InMemorySpanExporter(), store=False)
+    other = TracerProvider()  # records none of the runs: its shutdown ends none of them
+    errors: list[Exception] = []
+    stop = threading.Event()
+
+    def shut_down_elsewhere_again_and_again() -> None:
+        while not stop.is_set():
+            try:
+                end_open_runs(other)  # what `Telemetry.shutdown()` of that pipeline does first
+            except Exception as error:
+                errors.append(error)
+                return
+
+    thread = threading.Thread(target=shut_down_elsewhere_again_and_again)
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns as often as they can: the race shows in a few rounds
+    thread.start()
+    try:
+        for _ in range(40):
+            await asyncio.gather(*(writers_room(max_messages=2).run(task="go") for _ in range(10)))
+            if errors:
+                break
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(switch_interval)
+        telemetry.shutdown()
+    assert errors == []

@@ -50,15 +50,19 @@ def _tracer(provider: trace.TracerProvider) -> trace.Tracer:
 
 _open: weakref.WeakSet[WorkflowSpan] = weakref.WeakSet()
 """Workflow spans not ended yet: those of a pipeline that shuts down are ended as `shutdown`."""
+_open_lock = threading.RLock()
+"""Held to change `_open` and to copy it: runs start and end in several threads (a shutdown in
+another), and copying a set another thread adds to fails. Re-entrant: a stream dropped in a
+reference cycle ends its run from the garbage collector, perhaps inside an allocation made under it."""
 
 
 def end_open_runs(provider: trace.TracerProvider | None) -> None:
     """End every run (and nested team) still open whose spans `provider` records (None: every
     one): stop kind and reason `shutdown`, nested teams first. Called when the pipeline shuts
     down, and when the process exits."""
-    open_now = sorted(
-        (w for w in list(_open) if provider is None or w.run.provider is provider), key=lambda w: w.is_root
-    )
+    with _open_lock:
+        open_now = list(_open)
+    open_now = sorted((w for w in open_now if provider is None or w.run.provider is provider), key=lambda w: w.is_root)
     for workflow in open_now:
         try:
             workflow.stopped(SHUTDOWN)
@@ -149,7 +153,8 @@ class WorkflowSpan:
         self._ending = threading.Lock()
         self.at_first_item: Callable[[], None] | None = None
         """Called once, at the first item (the run really started)."""
-        _open.add(self)
+        with _open_lock:
+            _open.add(self)
 
     def on_item(self, item: object, *, timed: bool = True) -> None:
         """Record one streamed item: a message span (root only), usage, and the final result.
@@ -265,7 +270,8 @@ class WorkflowSpan:
             if self._ended:
                 return
             self._ended = True
-        _open.discard(self)
+        with _open_lock:
+            _open.discard(self)
         try:
             self._end()
         finally:  # whatever happened above, the registry lets go of the run (or nested team)

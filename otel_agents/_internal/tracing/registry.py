@@ -92,6 +92,11 @@ class Registry:
     """Span id -> Node for the spans of active runs and followed traces (see the module docstring).
 
     Every change happens under one lock: several event loops in several threads may trace runs.
+    The reads on every span's path (`lookup`'s entry, `placed_under`'s first look, `of_ended_run`'s
+    membership tests) are made without it: each is one operation on a dict or set, atomic under
+    CPython's GIL (free-threaded builds are not supported), and an answer a concurrent change makes
+    stale is one the same span could have had a moment earlier or later (a run that just ended drops
+    it: `_keep` and `placed_under` look at `run.ended` again under the lock).
     """
 
     def __init__(self) -> None:
@@ -287,8 +292,9 @@ class Registry:
 
     def entries(self, trace_id: int) -> int:
         """Placement entries kept for a trace: its active runs' and its followed trail's."""
-        trails = [*self._runs_by_trace.get(trace_id, ()), *filter(None, [self._followed.get(trace_id)])]
-        return sum(len(t.nodes) + len(t.pinned) for t in trails)
+        with self._lock:
+            trails = [*self._runs_by_trace.get(trace_id, ()), *filter(None, [self._followed.get(trace_id)])]
+            return sum(len(t.nodes) + len(t.pinned) for t in trails)
 
     @property
     def remembered_ended_spans(self) -> int:
