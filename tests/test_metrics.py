@@ -417,16 +417,17 @@ def test_span_counters_read_the_pipeline_recording_now_and_keep_no_replaced_one(
     from opentelemetry.sdk.trace import TracerProvider
 
     from otel_agents._internal.export.health import Health
-    from otel_agents._internal.telemetry import current
+    from otel_agents._internal.telemetry import latest
 
     reader = InMemoryMetricReader()
     meter_provider, tracer_provider = provider_class(metric_readers=[reader]), TracerProvider()
     instrumentor = otel_agents.AutoGenInstrumentor()
     instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
-    first = weakref.ref(current(None))
+    first = weakref.ref(latest())
     instrumentor.uninstrument()
     instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
-    now = current(None)
+    now = latest()
+    assert now is not None
     now._health = Health(failed_export_spans=3)  # what this pipeline lost
     try:
         gc.collect()

@@ -37,6 +37,10 @@ from tests.support.spans import Tree, one_trace
 from tests.support.teams import graph_flow, publishing, replay, selector_room, swarm, text, writers_room
 from tests.support.waits import only_this_task_left, wait_until_async
 
+OTEL_INSTRUMENTOR_LOGGER = "opentelemetry.instrumentation.instrumentor"
+"""Where OpenTelemetry's instrumentors say they changed nothing (named: the CLI, run in this process
+by other tests, quiets the `opentelemetry` loggers)."""
+
 pytestmark = [pytest.mark.lowest_versions, pytest.mark.every_autogen, pytest.mark.every_python]
 
 TEAMS: dict[str, tuple[Callable[[], Any], str]] = {
@@ -658,14 +662,25 @@ async def test_a_run_started_inside_a_run_is_nested_and_counted_once(make: Calla
     assert runs == [(outer, 1)]
 
 
-async def test_instrument_with_a_provider_after_configure_retargets(monkeypatch: pytest.MonkeyPatch) -> None:
-    exporter = InMemorySpanExporter()
+async def test_instrument_on_an_instrumented_autogen_changes_nothing_and_uninstrument_first_retargets(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    configured, given = InMemorySpanExporter(), InMemorySpanExporter()
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    with otel_agents.configure(span_exporter=InMemorySpanExporter(), store=False):
-        otel_agents.AutoGenInstrumentor().instrument(tracer_provider=provider)  # already instrumented: re-targets
+    provider.add_span_processor(SimpleSpanProcessor(given))
+    instrumentor = otel_agents.AutoGenInstrumentor()
+    with otel_agents.configure(span_exporter=configured, store=False) as telemetry:
+        with caplog.at_level(logging.WARNING, logger=OTEL_INSTRUMENTOR_LOGGER):
+            instrumentor.instrument(tracer_provider=provider)  # as every OpenTelemetry instrumentor: ignored
+        assert "Attempting to instrument while already instrumented" in caplog.text
         await writers_room(max_messages=3).run(task="go")
-    assert one_trace(exporter.get_finished_spans()).root.name == "invoke_workflow writers-room"
+        assert telemetry.force_flush()
+        assert one_trace(configured.get_finished_spans()).root.name == "invoke_workflow writers-room"
+        assert given.get_finished_spans() == ()
+        instrumentor.uninstrument()
+        instrumentor.instrument(tracer_provider=provider)
+        await writers_room(max_messages=3).run(task="go")
+    assert one_trace(given.get_finished_spans()).root.name == "invoke_workflow writers-room"
 
 
 async def test_instrument_with_a_telemetrys_own_provider_keeps_that_pipeline(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -680,19 +695,30 @@ async def test_instrument_with_a_telemetrys_own_provider_keeps_that_pipeline(mon
         telemetry.shutdown()
 
 
-@pytest.mark.parametrize("how", ["configure(instrument=False)", "tap after uninstrument"])
-async def test_uninstrument_gives_everything_back_whoever_patched(capture: Capture, how: str) -> None:
+async def test_uninstrument_gives_everything_back_whoever_patched(capture: Capture) -> None:
     instrumentor = otel_agents.AutoGenInstrumentor()
     instrumentor.uninstrument()
     before = patched_places()
-    if how == "configure(instrument=False)":
-        otel_agents.configure(span_exporter=InMemorySpanExporter(), store=False, instrument=False).shutdown()
-    else:
-        [_ async for _ in otel_agents.tap(writers_room(max_messages=3).run_stream(task="go"))]
+    instrumentor.instrument()
+    otel_agents.configure(span_exporter=InMemorySpanExporter(), store=False, instrument=False).shutdown()
+    [_ async for _ in otel_agents.tap(writers_room(max_messages=3).run_stream(task="go"))]
     assert BaseGroupChat.run_stream is not before[(BaseGroupChat, "run_stream")], "patched again"
     instrumentor.uninstrument()
     after = patched_places()
     assert all(after[place] is before[place] for place in before)
+
+
+async def test_uninstrument_of_an_autogen_only_tapped_changes_nothing_and_says_so(
+    capture: Capture, caplog: pytest.LogCaptureFixture
+) -> None:
+    instrumentor = otel_agents.AutoGenInstrumentor()
+    instrumentor.uninstrument()
+    [_ async for _ in otel_agents.tap(writers_room(max_messages=3).run_stream(task="go"))]  # installs what it needs
+    tapped = patched_places()
+    with caplog.at_level(logging.WARNING, logger=OTEL_INSTRUMENTOR_LOGGER):
+        instrumentor.uninstrument()  # as every OpenTelemetry instrumentor: it did not instrument
+    assert "Attempting to uninstrument while already uninstrumented" in caplog.text
+    assert patched_places() == tapped
 
 
 def test_a_stream_dropped_after_its_loop_closed_ends_the_run_quietly(

@@ -26,31 +26,15 @@ class AutoGenInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     teams), its agents' turns, model calls and tools, each run as one trace.
 
     `instrument(tracer_provider=None, meter_provider=None)`: with a provider given, runs are
-    recorded by it (until the next `configure()` or `instrument()`); without, by the latest
-    `configure()`'s pipeline, else by OpenTelemetry's global providers (as under
-    `opentelemetry-instrument`).
+    recorded by it (until the next `configure()`); without, by the latest `configure()`'s
+    pipeline, else by OpenTelemetry's global providers (as under `opentelemetry-instrument`).
+    As every OpenTelemetry instrumentor: `instrument()` on an instrumented AutoGen, or
+    `uninstrument()` on one it did not instrument, changes nothing (OpenTelemetry's warning says
+    so); `uninstrument()` then `instrument(tracer_provider=...)` records with another provider.
     """
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return ag.INSTRUMENTED_PACKAGES
-
-    def instrument(self, **kwargs: Any) -> Any:
-        """Instrument AutoGen; when it already is, a given provider still becomes the one that
-        records runs (the latest of `configure()` and `instrument(tracer_provider=...)` wins)."""
-        if self.is_instrumented_by_opentelemetry and (
-            kwargs.get("tracer_provider") is not None or kwargs.get("meter_provider") is not None
-        ):
-            adopt(kwargs.get("tracer_provider"), kwargs.get("meter_provider"))
-            return None
-        return super().instrument(**kwargs)
-
-    def uninstrument(self, **kwargs: Any) -> Any:
-        """Give AutoGen back every original function, whoever put otel-agents' wrappers in place
-        (`instrument()`, `configure()`, a `tap`; a later `tap` or `configure()` puts them back)."""
-        if not self.is_instrumented_by_opentelemetry:
-            self._uninstrument(**kwargs)
-            return None
-        return super().uninstrument(**kwargs)
 
     def _instrument(self, **kwargs: Any) -> None:
         tracer_provider = kwargs.get("tracer_provider")
@@ -65,6 +49,8 @@ class AutoGenInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         sigterm.install()  # under the distro too: a SIGTERM exports what its provider holds
 
     def _uninstrument(self, **kwargs: Any) -> None:
+        # every original back, whoever put our wrappers there (this, `configure()`, a tap): a later
+        # tap or `configure()` puts back what it needs
         wrapping.trace_every_run(False)
         wrapping.restore_all()
         sigterm.uninstall()
