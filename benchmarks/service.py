@@ -1,6 +1,6 @@
 """A service's cost of tracing: concurrent team runs on one event loop, through the real OpenAI client.
 
-`python -m benchmarks.service [--rounds 20] [--concurrency 16] [--latency-ms 50]`: each round runs
+`python -m benchmarks.service [--rounds 100] [--concurrency 16] [--latency-ms 50]`: each round runs
 `concurrency` two-agent team runs at once (two model calls each) through `OpenAIChatCompletionClient`
 against a local OpenAI-compatible server that answers each call after `latency-ms`. Each mode (no
 tracing; AutoGen's built-in tracing to an SDK provider; otel-agents with default settings, a run's
@@ -146,7 +146,7 @@ def table(results: dict[str, dict[str, float]]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.service", description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=20, help="rounds of concurrent runs per mode (default 20)")
+    parser.add_argument("--rounds", type=int, default=100, help="rounds of concurrent runs per mode (default 100)")
     parser.add_argument("--concurrency", type=int, default=16, help="team runs at once (default 16)")
     parser.add_argument("--latency-ms", type=float, default=50.0, help="the server's answer time (default 50)")
     parser.add_argument("--json", type=Path, help="also write the numbers as JSON")
