@@ -15,12 +15,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
-from otel_agents._internal.export.export_thread import ExportThread
 from otel_agents._internal.export.store.reader import Store
 from otel_agents._internal.run.workflow import end_open_runs
 from tests.support.spans import one_trace
 from tests.support.teams import writers_room
-from tests.support.waits import wait_until
 
 pytestmark = [pytest.mark.every_python]
 
@@ -90,40 +88,14 @@ def test_an_endpoint_that_is_down_holds_the_exit_only_for_the_exit_timeout_and_s
     assert f"http://127.0.0.1:{port}/v1/traces;" in ours[0] and "OTEL_AGENTS_EXIT_TIMEOUT_S=0.5 s" in ours[0]
 
 
-def test_configure_starts_the_export_thread_the_exit_waits_on() -> None:
+def test_configure_starts_the_thread_the_exit_waits_on() -> None:
     # From Python 3.12 on no thread can start at exit: the one the exit's shutdown runs on is started here.
     done = subprocess.run(
         [sys.executable, "-c", "import threading, otel_agents; otel_agents.configure(store=False); "
-         "print([t.daemon for t in threading.enumerate() if t.name == 'otel-agents-export'])"],
+         "print([t.daemon for t in threading.enumerate() if t.name == 'otel-agents-exit'])"],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert (done.returncode, done.stdout.strip()) == (0, "[True]"), done.stderr
-
-
-def test_the_exit_runs_its_shutdown_on_the_export_thread_after_the_flush_under_way() -> None:
-    export_thread = ExportThread()
-    done: list[tuple[str, str]] = []
-    release = threading.Event()
-
-    class SlowProvider:
-        def force_flush(self) -> None:
-            done.append(("flushed slowly", threading.current_thread().name))
-            release.wait(10)
-
-    class LaterProvider:
-        def force_flush(self) -> None:
-            done.append(("flushed later", threading.current_thread().name))
-
-    export_thread.flush_soon(SlowProvider())
-    assert wait_until(lambda: done), "the flush is under way"
-    export_thread.flush_soon(LaterProvider())  # asked for while it runs: the exit's shutdown delivers instead
-    in_time = export_thread.run_at_exit(lambda: done.append(("shut down", threading.current_thread().name)), 0.2)
-    assert not in_time, "the exit waits for the flush under way no longer than its timeout"
-    release.set()
-    assert wait_until(lambda: len(done) == 2)
-    assert done == [("flushed slowly", "otel-agents-export"), ("shut down", "otel-agents-export")]
-    export_thread.flush_soon(LaterProvider())  # after the exit: nothing more is flushed
-    assert export_thread.pending() == []
 
 
 async def test_a_pipeline_shutting_down_in_another_thread_while_runs_start_and_end_raises_nothing() -> None:

@@ -86,14 +86,14 @@ async def test_a_run_is_exported_soon_by_an_unhashable_provider_given_to_instrum
         provider.shutdown()
 
 
-async def test_many_runs_ending_are_flushed_by_the_export_thread(long_schedule: None) -> None:
+async def test_many_runs_ending_are_flushed_by_one_thread(long_schedule: None) -> None:
     exporter = InMemorySpanExporter()
     telemetry = otel_agents.configure(span_exporter=exporter)
     try:
         for _ in range(5):
             await writers_room(max_messages=2).run(task="go")
         assert wait_until(lambda: len(roots(list(exporter.get_finished_spans()))) == 5)
-        flushers = [t for t in threading.enumerate() if t.name == "otel-agents-export"]
+        flushers = [t for t in threading.enumerate() if t.name == "otel-agents-flush-soon"]
         assert len(flushers) == 1 and flushers[0].daemon
     finally:
         telemetry.shutdown()

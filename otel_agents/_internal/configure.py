@@ -14,7 +14,7 @@ from otel_agents._internal.autogen import patches
 from otel_agents._internal.config import params
 from otel_agents._internal.config.loop_limits import LoopLimits
 from otel_agents._internal.config.settings import ConfigError, Settings, load_prices, resolve_settings
-from otel_agents._internal.export.export_thread import EXPORT_THREAD
+from otel_agents._internal.export.exit_thread import EXIT_THREAD
 from otel_agents._internal.genai.prices import PriceTable
 from otel_agents._internal.telemetry import Telemetry, activate
 
@@ -90,7 +90,7 @@ def configure(
         previous.shutdown()
     sigterm.install()  # a SIGTERM exports what the pipeline holds before the process ends
     if not settings.disabled:
-        EXPORT_THREAD.start()  # while threads can start: the exit waits for its shutdown on it
+        EXIT_THREAD.start()  # while threads can start: the exit waits for its shutdown on it
     if instrument:
         _instrument_autogen()
     else:

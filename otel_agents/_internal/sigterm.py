@@ -27,7 +27,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from otel_agents._internal.export.export_thread import EXPORT_THREAD
+from otel_agents._internal.export.soon import FLUSH_SOON
 from otel_agents._internal.run.workflow import end_open_runs
 from otel_agents._internal.telemetry import latest
 from otel_agents._internal.tracing import globals as current_recording
@@ -68,7 +68,7 @@ def export_before_exit(*, end_runs: bool) -> None:
     timeout_s = recording.settings.exit_timeout_s
     timeout_ms = max(1, int(timeout_s * 1000))
     tracer_provider, meter_provider = recording.sdk_tracer_provider, recording.meter_provider
-    providers = [p for p in EXPORT_THREAD.pending() if p is not tracer_provider]
+    providers = [p for p in FLUSH_SOON.pending() if p is not tracer_provider]
 
     def export() -> None:
         if end_runs:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from opentelemetry import metrics, trace
 
 from otel_agents._internal.config.settings import Settings, resolve_settings
-from otel_agents._internal.export.export_thread import EXPORT_THREAD
+from otel_agents._internal.export.exit_thread import EXIT_THREAD
+from otel_agents._internal.export.soon import FLUSH_SOON
 from otel_agents._internal.genai.loops import ResolvedLimits
 from otel_agents._internal.genai.metrics import Instruments
 from otel_agents._internal.genai.prices import PriceTable
@@ -159,7 +160,7 @@ class Telemetry:
         self._shut_down = True
         from otel_agents._internal.export import pipeline
 
-        EXPORT_THREAD.forget(self._sdk_tracer_provider)
+        FLUSH_SOON.forget(self._sdk_tracer_provider)
         end_open_runs(self._sdk_tracer_provider)  # a run still open is ended (`shutdown`) and exported
         if self._health is not None:  # where no thread can start, each processor bounds itself
             for processor in self._health.processors:
@@ -242,17 +243,18 @@ def activate(telemetry: Telemetry, *, set_global: bool) -> Telemetry | None:
 @atexit.register
 def _shutdown_at_exit() -> None:
     """Deliver what the latest pipeline holds when the process exits, within
-    `OTEL_AGENTS_EXIT_TIMEOUT_S` (on the export thread: `export/export_thread.py`); say in one line how
+    `OTEL_AGENTS_EXIT_TIMEOUT_S` (on the exit thread: `export/exit_thread.py`); say in one line how
     many spans were not delivered. Runs still open are ended first (`shutdown`), whichever pipeline
     records them: under `opentelemetry-instrument` the distro's provider shuts down after this
     (exit handlers run last registered first, and the provider was made before otel-agents was
     loaded)."""
+    FLUSH_SOON.stop()
     end_open_runs(None)
     latest = _latest
     if latest is None:
         return
     seconds = latest.settings.exit_timeout_s
-    EXPORT_THREAD.run_at_exit(lambda: latest.shutdown_within(seconds, warn=False), seconds)
+    EXIT_THREAD.run(lambda: latest.shutdown_within(seconds, warn=False), seconds)
     lost = latest.undelivered()
     if lost:  # one line, whatever the exporters said before it
         logger.warning(

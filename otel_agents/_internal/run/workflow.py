@@ -15,7 +15,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind
 
 from otel_agents._internal import keys as sc
-from otel_agents._internal.export.export_thread import EXPORT_THREAD
+from otel_agents._internal.export.soon import FLUSH_SOON
 from otel_agents._internal.per_provider import PerProvider
 from otel_agents._internal.run.stop import COMPLETED, EARLY_STOPS, SHUTDOWN, StopKind, error_reason, stop_kind_of
 from otel_agents._internal.tracing.errors import mark_error
@@ -48,21 +48,20 @@ def _tracer(provider: trace.TracerProvider) -> trace.Tracer:
     return _tracers.setdefault(provider, lambda: provider.get_tracer(_TRACER_NAME, __version__, SCHEMA_URL))
 
 
-_open: weakref.WeakSet[WorkflowSpan] = weakref.WeakSet()
-"""Workflow spans not ended yet: those of a pipeline that shuts down are ended as `shutdown`."""
-_open_lock = threading.RLock()
-"""Held to change `_open` and to copy it: runs start and end in several threads (a shutdown in
-another), and copying a set another thread adds to fails. Re-entrant: a stream dropped in a
-reference cycle ends its run from the garbage collector, perhaps inside an allocation made under it."""
+_open: dict[int, weakref.ref[WorkflowSpan]] = {}
+"""Workflow spans not ended yet, by id, held weakly (a span collected unended leaves with its
+reference's callback): those of a pipeline that shuts down are ended as `shutdown`. A dict, not a
+`WeakSet`: copying it (`list(_open.values())`) is one C-level step, which neither another thread's
+run starting nor a run ended by the garbage collector in this thread can interrupt, where a
+`WeakSet`'s Python-level iteration raised "Set changed size during iteration" in both cases."""
 
 
 def end_open_runs(provider: trace.TracerProvider | None) -> None:
     """End every run (and nested team) still open whose spans `provider` records (None: every
     one): stop kind and reason `shutdown`, nested teams first. Called when the pipeline shuts
     down, and when the process exits."""
-    with _open_lock:
-        open_now = list(_open)
-    open_now = sorted((w for w in open_now if provider is None or w.run.provider is provider), key=lambda w: w.is_root)
+    alive = [w for w in (ref() for ref in list(_open.values())) if w is not None]
+    open_now = sorted((w for w in alive if provider is None or w.run.provider is provider), key=lambda w: w.is_root)
     for workflow in open_now:
         try:
             workflow.stopped(SHUTDOWN)
@@ -153,8 +152,8 @@ class WorkflowSpan:
         self._ending = threading.Lock()
         self.at_first_item: Callable[[], None] | None = None
         """Called once, at the first item (the run really started)."""
-        with _open_lock:
-            _open.add(self)
+        key = id(self)
+        _open[key] = weakref.ref(self, lambda _, key=key: _open.pop(key, None))  # type: ignore[misc]
 
     def on_item(self, item: object, *, timed: bool = True) -> None:
         """Record one streamed item: a message span (root only), usage, and the final result.
@@ -270,8 +269,7 @@ class WorkflowSpan:
             if self._ended:
                 return
             self._ended = True
-        with _open_lock:
-            _open.discard(self)
+        _open.pop(id(self), None)
         try:
             self._end()
         finally:  # whatever happened above, the registry lets go of the run (or nested team)
@@ -305,7 +303,7 @@ class WorkflowSpan:
         if self.is_root:
             # the run is over: its spans leave soon, not at the batch schedule (a service stopped
             # before then would lose them); the flush runs on our thread, the caller never waits
-            EXPORT_THREAD.flush_soon(self.run.provider)
+            FLUSH_SOON.request(self.run.provider)
             self.run.ended = True  # model calls ending from now on are not the run's
             if self.run.instruments is not None:
                 self.run.instruments.run_ended(
