@@ -4,14 +4,14 @@
     python -m benchmarks --quick    # a few runs of each, to prove it works (CI)
 
 Each mode lives in a worker process of its own, instrumented as a user would instrument it
-(untraced; AutoGen's built-in tracing; OpenInference's AgentChat instrumentor; otel-agents, with
-runtime spans off and nested), each run a plain `await team.run(...)` (otel-agents traces it with
-no call-site change). Traced modes export to the same counting sink behind a batch
-processor. The coordinator asks the workers for one run at a time, in a new random order each
-round, so every mode sees the same machine conditions. It reports medians, min-max, the ratio of
-medians to the untraced run, and spans per run; then the memory a 10,000-message run adds when
-traced, and otel-agents exporting over OTLP to a real local Phoenix, if one can be started.
-"""
+(untraced; AutoGen's built-in tracing; OpenInference's AgentChat instrumentor; otel-agents with
+default settings, with its metrics read, and with runtime spans nested), each run a plain `await
+team.run(...)` (otel-agents traces it with no call-site change). Traced modes export to the same
+counting sink behind a batch processor. The coordinator asks the workers for one run at a time, in
+a new random order each round, so every mode sees the same machine conditions. It reports medians,
+min-max, the ratio of medians to the untraced run, and spans per run; then the memory a
+10,000-message run adds when traced, and otel-agents exporting over OTLP to a real local Phoenix,
+if one can be started."""
 
 from __future__ import annotations
 

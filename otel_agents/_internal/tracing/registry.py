@@ -94,7 +94,7 @@ class Registry:
     Every change happens under one lock: several event loops in several threads may trace runs.
     The reads on every span's path (`lookup`'s entry, `placed_under`'s first look, `of_ended_run`'s
     membership tests) are made without it: each is one operation on a dict or set, atomic under
-    CPython's GIL (free-threaded builds are not supported), and an answer a concurrent change makes
+    CPython's GIL (free-threaded builds are neither supported nor tested), and an answer a concurrent change makes
     stale is one the same span could have had a moment earlier or later (a run that just ended drops
     it: `_keep` and `placed_under` look at `run.ended` again under the lock).
     """
