@@ -64,6 +64,42 @@ def test_a_run_open_when_the_process_exits_is_stored_as_shutdown(tmp_path: Path)
     assert "Failed to detach context" not in done.stderr
 
 
+def test_an_endpoint_that_is_down_keeps_no_run_from_the_store(tmp_path: Path) -> None:
+    """The provider flushes its processors one after the other: the store's goes first, so neither
+    a run's end nor the exit waits behind the OTLP exporter's retries to a closed port."""
+    from tests.support.processes import free_port
+
+    script = textwrap.dedent(
+        f"""
+        import asyncio, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        import otel_agents
+        from tests.support.teams import writers_room
+
+        otel_agents.configure(store={str(tmp_path / "store")!r})
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(writers_room(max_messages=2).run(task="finished"))
+        stream = otel_agents.tap(writers_room(max_messages=5).run_stream(task="open at exit"))
+        loop.run_until_complete(stream.__anext__())
+        print("started", flush=True)
+        sys.exit(0)
+        """
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}",  # nothing listens there
+        "OTEL_AGENTS_EXIT_TIMEOUT_S": "3",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0 and "started" in done.stdout, done.stderr[-2000:]
+    stored = sorted((run.stop_kind, run.messages) for run in Store(tmp_path / "store").runs())
+    assert stored == [("max_messages", 2), ("shutdown", 1)], done.stderr[-2000:]
+    assert "to StoreSpanExporter" not in done.stderr, done.stderr[-2000:]
+
+
 def test_an_endpoint_that_is_down_holds_the_exit_only_for_the_exit_timeout_and_says_what_was_dropped() -> None:
     from tests.support.processes import free_port
 

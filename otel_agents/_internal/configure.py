@@ -152,8 +152,12 @@ def _build(
     health = Health()
     # one exporter per name of settings.traces_exporters, in order, after the given one
     names = [None] * (len(span_exporters) - len(settings.traces_exporters)) + list(settings.traces_exporters)
+    # the embedded store's processor first: the provider flushes and shuts its processors down one
+    # after the other, and a local file must not wait behind an endpoint that is down (its exporter
+    # retries up to its timeout, longer than the exit waits), neither at a run's end nor at exit
+    exporting = sorted(zip(names, span_exporters, strict=True), key=lambda pair: pair[0] != "store")
     processors = []
-    for name, exporter in zip(names, span_exporters, strict=True):
+    for name, exporter in exporting:
         sent_to = settings.traces.endpoint if name == "otlp" else None
         processors.append(pipeline.make_processor(exporter, settings, health, sent_to))
         tracer_provider.add_span_processor(processors[-1])
