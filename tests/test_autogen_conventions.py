@@ -246,7 +246,14 @@ def test_the_trace_context_keys() -> None:
         assert link.context.span_id == int("2" * 16, 16), metadata
 
 
-@pins("RUN_STREAM_METHOD", "AGENT_RUN_METHOD", "STATE_METHODS", "TEAM_RESET_METHOD", "AGENT_RESET_METHOD")
+@pins(
+    "RUN_STREAM_METHOD",
+    "AGENT_RUN_METHOD",
+    "STATE_METHODS",
+    "LOAD_STATE_ARGUMENT",
+    "TEAM_RESET_METHOD",
+    "AGENT_RESET_METHOD",
+)
 def test_the_team_and_agent_methods_wrapped() -> None:
     team = getattr(importlib.import_module(ag.TEAM_CLASS[0]), ag.TEAM_CLASS[1])
     agent = getattr(importlib.import_module(ag.AGENT_CLASS[0]), ag.AGENT_CLASS[1])
@@ -254,6 +261,8 @@ def test_the_team_and_agent_methods_wrapped() -> None:
         assert inspect.isasyncgenfunction(inspect.unwrap(getattr(cls, ag.RUN_STREAM_METHOD)))
         for name in ag.STATE_METHODS:
             assert inspect.iscoroutinefunction(inspect.unwrap(getattr(cls, name))), (cls, name)
+        load_state = inspect.unwrap(getattr(cls, ag.STATE_METHODS[1]))
+        assert list(inspect.signature(load_state).parameters) == ["self", ag.LOAD_STATE_ARGUMENT]
     assert inspect.iscoroutinefunction(inspect.unwrap(getattr(agent, ag.AGENT_RUN_METHOD)))
     assert inspect.iscoroutinefunction(inspect.unwrap(getattr(team, ag.TEAM_RESET_METHOD)))
     assert inspect.iscoroutinefunction(inspect.unwrap(getattr(agent, ag.AGENT_RESET_METHOD)))
@@ -291,7 +300,7 @@ async def test_a_tool_saves_the_state_of_the_agent_inside_it() -> None:
     assert isinstance(state, Mapping) and state, "the agent's state, inside the tool's"
 
 
-@pins("MODEL_CLIENT_METHODS", "CREATE_ARGUMENTS", "LLM_EVENT_CLASSES", "TOOL_RUN_METHOD")
+@pins("MODEL_CLIENT_METHODS", "CREATE_ARGUMENTS", "LLM_EVENT_CLASSES", "TOOL_RUN_METHOD", "TOOL_RUN_ARGUMENTS")
 def test_the_model_call_and_tool_methods_wrapped() -> None:
     import autogen_core.logging as events
     from autogen_core.models import ChatCompletionClient
@@ -306,7 +315,7 @@ def test_the_model_call_and_tool_methods_wrapped() -> None:
     for name in ag.LLM_EVENT_CLASSES:
         assert "__init__" in vars(getattr(events, name)), name
     run = getattr(BaseTool, ag.TOOL_RUN_METHOD)
-    assert list(inspect.signature(run).parameters) == ["self", "args", "cancellation_token"]
+    assert list(inspect.signature(run).parameters) == ["self", ag.TOOL_RUN_ARGUMENTS, "cancellation_token"]
     assert inspect.iscoroutinefunction(inspect.unwrap(run))
 
 

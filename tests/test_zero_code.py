@@ -433,6 +433,32 @@ async def test_a_run_puts_back_a_wrapper_someone_else_replaced(capture: Capture)
     assert all(after[place] is before[place] for place in before if place != (tracing, ag.RUNTIME_DEFAULT_PROVIDER))
 
 
+async def test_a_hand_written_patch_over_ours_stays_and_each_call_through_it_is_one_chat_span(capture: Capture) -> None:
+    await writers_room(max_messages=2).run(task="go")  # AutoGen instrumented, our wrappers in place
+    ours = vars(ReplayChatCompletionClient)["create"]
+
+    @functools.wraps(ours)
+    async def theirs(self: Any, *args: Any, **kwargs: Any) -> Any:  # calls what it found in the class's dict
+        return await ours(self, *args, **kwargs)
+
+    ReplayChatCompletionClient.create = theirs  # type: ignore[method-assign]
+    try:
+        capture.spans()  # the first run's, out of the way
+        capture.exporter.clear()
+        await writers_room(max_messages=3).run(task="go")
+        assert vars(ReplayChatCompletionClient)["create"] is theirs, "not wrapped again at the run's start"
+    finally:
+        ReplayChatCompletionClient.create = ours  # type: ignore[method-assign]
+    tree = one_trace(capture.spans())
+    assert [
+        (getattr(tree.parent(s), "name", None), (s.attributes or {}).get("gen_ai.provider.name"))
+        for s in tree.named("chat")
+    ] == [
+        ("invoke_agent writer", "autogen.replay"),  # the client, read off the instance the patch passed first
+        ("invoke_agent critic", "autogen.replay"),
+    ]
+
+
 async def test_a_tap_after_uninstrument_puts_every_wrapper_back_even_after_another_patch(capture: Capture) -> None:
     otel_agents.AutoGenInstrumentor().uninstrument()
     otel_agents.create_runtime(host_address="127.0.0.1:9")  # puts the gRPC runtime's one patch back alone

@@ -80,6 +80,8 @@ RESPONSE_MESSAGE: Final = "chat_message"
 object, not a copy; the other items of `on_messages_stream` go as they are yielded)."""
 STATE_METHODS: Final = ("save_state", "load_state")
 """A team's and an agent's state, as a service saves it after a turn and loads it for the next."""
+LOAD_STATE_ARGUMENT: Final = "state"
+"""`load_state(state)`'s one parameter (positional, or by this name)."""
 TEAM_RESET_METHOD: Final = "reset"
 AGENT_RESET_METHOD: Final = "on_reset"
 """What ends a team's (an agent's) conversation."""
@@ -103,6 +105,8 @@ LLM_EVENT_CLASSES: Final = ("LLMCallEvent", "LLMStreamEndEvent")
 """`autogen_core.logging` events a model client builds during a call (their `__init__` is wrapped)."""
 TOOL_RUN_METHOD: Final = "run"
 """`BaseTool.run(args, cancellation_token)`: one tool call, wrapped on every subclass defining it."""
+TOOL_RUN_ARGUMENTS: Final = "args"
+"""`run`'s first parameter: the tool call's arguments (positional, or by this name)."""
 TOOL_SAVE_STATE_METHOD: Final = "save_state_json"
 """A tool's saved state (`AgentTool`, `TeamTool`: the agent's or team's `save_state` inside)."""
 

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from opentelemetry import context as otel_context
@@ -271,47 +270,40 @@ def _start(
         return None
 
 
-def _wrap_create(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    @functools.wraps(original)
-    async def create(self: Any, *args: Any, **kwargs: Any) -> Any:
-        call = _start(self, args, kwargs)
-        if call is None:
-            return await original(self, *args, **kwargs)
-        token = otel_context.attach(call.context)
-        call_token = _current_call.set(call)
-        try:
-            with others_stand_down():
-                result = await original(self, *args, **kwargs)
-        except BaseException as exc:
-            call.failed(exc)
-            raise
-        else:
-            call.on_item(result)
-            return result
-        finally:
-            _current_call.reset(call_token)
-            otel_context.detach(token)
-            _end(call)
-
-    return create
+@wrapping.method_wrapper
+async def _wrap_create(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    call = _start(instance, args, kwargs)
+    if call is None:
+        return await wrapped(*args, **kwargs)
+    token = otel_context.attach(call.context)
+    call_token = _current_call.set(call)
+    try:
+        with others_stand_down():
+            result = await wrapped(*args, **kwargs)
+    except BaseException as exc:
+        call.failed(exc)
+        raise
+    else:
+        call.on_item(result)
+        return result
+    finally:
+        _current_call.reset(call_token)
+        otel_context.detach(token)
+        _end(call)
 
 
-def _wrap_create_stream(
-    original: Callable[..., AsyncGenerator[Any, None]],
-) -> Callable[..., AsyncGenerator[Any, None]]:
-    @functools.wraps(original)
-    def create_stream(self: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
-        return _traced_stream(original, self, args, kwargs)
-
-    return create_stream
+@wrapping.method_wrapper
+def _wrap_create_stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return _traced_stream(wrapped, instance, args, kwargs)
 
 
 async def _traced_stream(
-    original: Callable[..., AsyncGenerator[Any, None]], client: Any, args: Any, kwargs: dict[str, Any]
+    create_stream: Callable[..., AsyncGenerator[Any, None]], client: Any, args: Any, kwargs: dict[str, Any]
 ) -> AsyncGenerator[Any, None]:
+    """`create_stream(*args, **kwargs)` (bound to `client`) traced."""
     call = _start(client, args, kwargs, streaming=True)  # at the first item asked for: the call starts then
     if call is None:
-        async with contextlib.aclosing(original(client, *args, **kwargs)) as untraced:
+        async with contextlib.aclosing(create_stream(*args, **kwargs)) as untraced:
             async for item in untraced:
                 yield item
         return
@@ -319,7 +311,7 @@ async def _traced_stream(
         kwargs = {**kwargs, ag.OPENAI_STREAM_USAGE_ARGUMENT: True}
     call_token = _current_call.set(call)
     try:
-        stream = original(client, *args, **kwargs)
+        stream = create_stream(*args, **kwargs)
     except BaseException as exc:
         call.failed(exc)
         _end(call)
@@ -358,18 +350,15 @@ def _end(call: ModelCall) -> None:
         logger.warning("otel-agents could not end a model call span", exc_info=True)
 
 
-def _wrap_event_init(original: Callable[..., None]) -> Callable[..., None]:
-    @functools.wraps(original)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        call = _current_call.get() if wrapping.active() else None
-        if call is not None:
-            try:
-                call.on_event(getattr(self, ag.LLM_EVENT_KWARGS))
-            except Exception:
-                logger.debug("otel-agents could not read an LLM event", exc_info=True)
-
-    return __init__
+@wrapping.method_wrapper
+def _wrap_event_init(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    wrapped(*args, **kwargs)
+    call = _current_call.get() if wrapping.active() else None
+    if call is not None:
+        try:
+            call.on_event(getattr(instance, ag.LLM_EVENT_KWARGS))
+        except Exception:
+            logger.debug("otel-agents could not read an LLM event", exc_info=True)
 
 
 def wrapped_in_subclasses() -> tuple[tuple[type, tuple[str, ...]], ...]:

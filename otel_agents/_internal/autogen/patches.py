@@ -17,10 +17,9 @@ through `wrapping` so that `uninstrument()` can give every original back:
 from __future__ import annotations
 
 import contextvars
-import functools
 import logging
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from otel_agents._internal.autogen import conventions as ag
@@ -153,117 +152,98 @@ def _starts(runner: object) -> tuple[Callable[[], WorkflowSpan | None], Kind] | 
     return starts.of_run(runner, every_run=every_run)
 
 
-def _wrap_run_stream(original: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
-    @functools.wraps(original)
-    def run_stream(self: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        stream = original(self, *args, **kwargs)
-        if not wrapping.active():
-            return stream
-        try:
-            how = _starts(self)
-        except Exception:  # never break the run
-            return stream
-        if how is None:
-            return stream
-        return RunStream(stream, how[0], kind=how[1], name=workflow_name(self), runner=self)
-
-    return run_stream
+@wrapping.method_wrapper
+def _wrap_run_stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    stream = wrapped(*args, **kwargs)
+    if not wrapping.active():
+        return stream
+    try:
+        how = _starts(instance)
+    except Exception:  # never break the run
+        return stream
+    if how is None:
+        return stream
+    return RunStream(stream, how[0], kind=how[1], name=workflow_name(instance), runner=instance)
 
 
-def _wrap_save_state_unmarked(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+@wrapping.method_wrapper
+async def _wrap_save_state_unmarked(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """An agent's or a tool's save: AutoGen's state as it is, and no team saved inside it adds
     the conversation (`SocietyOfMindAgent`, `TeamTool`)."""
-
-    @functools.wraps(original)
-    async def save_state(self: Any, *args: Any, **kwargs: Any) -> Any:
-        token = _saving.set(True)
-        try:
-            return await original(self, *args, **kwargs)
-        finally:
-            _saving.reset(token)
-
-    return save_state
+    token = _saving.set(True)
+    try:
+        return await wrapped(*args, **kwargs)
+    finally:
+        _saving.reset(token)
 
 
-def _wrap_save_state(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    @functools.wraps(original)
-    async def save_state(self: Any, *args: Any, **kwargs: Any) -> Any:
-        outermost = not _saving.get()
-        token = _saving.set(True)
-        try:
-            state = await original(self, *args, **kwargs)
-        finally:
-            _saving.reset(token)
-        if not wrapping.active() or not outermost:  # a team inside an agent or a tool: none
-            return state
-        try:
-            return attribution.with_conversation(self, state)
-        except Exception:  # the state as AutoGen made it, whatever happens here
-            logger.warning("otel-agents could not add the conversation to a saved state", exc_info=True)
-            return state
-
-    return save_state
+@wrapping.method_wrapper
+async def _wrap_save_state(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    outermost = not _saving.get()
+    token = _saving.set(True)
+    try:
+        state = await wrapped(*args, **kwargs)
+    finally:
+        _saving.reset(token)
+    if not wrapping.active() or not outermost:  # a team inside an agent or a tool: none
+        return state
+    try:
+        return attribution.with_conversation(instance, state)
+    except Exception:  # the state as AutoGen made it, whatever happens here
+        logger.warning("otel-agents could not add the conversation to a saved state", exc_info=True)
+        return state
 
 
 _saving: contextvars.ContextVar[bool] = contextvars.ContextVar("otel_agents_saving_state", default=False)
 
 
-def _wrap_load_state(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    @functools.wraps(original)
-    async def load_state(self: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
-        result = await original(self, state, *args, **kwargs)  # AutoGen ignores our key: pinned by a test
-        if wrapping.active():
-            try:
-                attribution.resume(self, state)
-            except Exception:
-                logger.warning("otel-agents could not read the conversation of a loaded state", exc_info=True)
-        return result
-
-    return load_state
+@wrapping.method_wrapper
+async def _wrap_load_state(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    result = await wrapped(*args, **kwargs)  # AutoGen ignores our key: pinned by a test
+    if wrapping.active():
+        try:
+            attribution.resume(instance, args[0] if args else kwargs.get(ag.LOAD_STATE_ARGUMENT))
+        except Exception:
+            logger.warning("otel-agents could not read the conversation of a loaded state", exc_info=True)
+    return result
 
 
-def _wrap_reset(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    @functools.wraps(original)
-    async def reset(self: Any, *args: Any, **kwargs: Any) -> Any:
-        result = await original(self, *args, **kwargs)
-        attribution.forget(self)
-        return result
-
-    return reset
-
-
-def _wrap_agent_run(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """An agent's `run` does not stream: its message spans come from the `TaskResult`'s messages
-    (no latency), recorded when it returns."""
-
-    def start(agent: Any) -> WorkflowSpan | None:
-        how = _starts(agent)
-        return how[0]() if how is not None else None
-
-    return _awaited(original, start, record_task_result)
+@wrapping.method_wrapper
+async def _wrap_reset(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    result = await wrapped(*args, **kwargs)
+    attribution.forget(instance)
+    return result
 
 
 def _awaited(
-    original: Callable[..., Awaitable[Any]],
-    start: Callable[[Any], WorkflowSpan | None],
-    record: Callable[[WorkflowSpan, Any], None],
-) -> Callable[..., Awaitable[Any]]:
-    """`original` (an agent's `run` or `on_messages`) recorded by what `start(agent)` makes, if
-    anything, and its result by `record`."""
+    start: Callable[[Any], WorkflowSpan | None], record: Callable[[WorkflowSpan, Any], None]
+) -> Callable[[Any], wrapping.Wrapper]:
+    """The wrap of an awaited call (an agent's `run` or `on_messages`): recorded by what
+    `start(agent)` makes, if anything, and its result by `record`."""
 
-    @functools.wraps(original)
-    async def awaited(self: Any, *args: Any, **kwargs: Any) -> Any:
+    @wrapping.method_wrapper
+    async def awaited(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         recorder = None
         if wrapping.active():
             try:
-                recorder = start(self)
+                recorder = start(instance)
             except Exception:  # never break the call
                 recorder = None
         if recorder is None:
-            return await original(self, *args, **kwargs)
-        return await recorded(recorder, original(self, *args, **kwargs), record)
+            return await wrapped(*args, **kwargs)
+        return await recorded(recorder, wrapped(*args, **kwargs), record)
 
     return awaited
+
+
+def _start_agent_run(agent: Any) -> WorkflowSpan | None:
+    how = _starts(agent)
+    return how[0]() if how is not None else None
+
+
+_wrap_agent_run = _awaited(_start_agent_run, record_task_result)
+"""An agent's `run` does not stream: its message spans come from the `TaskResult`'s messages
+(no latency), recorded when it returns."""
 
 
 def _message_call_starts(agent: object) -> Callable[[], WorkflowSpan | None] | None:
@@ -275,27 +255,24 @@ def _message_call_starts(agent: object) -> Callable[[], WorkflowSpan | None] | N
     return start
 
 
-def _wrap_on_messages(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    def start(agent: Any) -> WorkflowSpan | None:
-        starter = _message_call_starts(agent)
-        return starter() if starter is not None else None
-
-    return _awaited(original, start, record_response)
+def _start_message_call(agent: Any) -> WorkflowSpan | None:
+    starter = _message_call_starts(agent)
+    return starter() if starter is not None else None
 
 
-def _wrap_on_messages_stream(original: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
-    @functools.wraps(original)
-    def on_messages_stream(self: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        stream = original(self, *args, **kwargs)
-        if not wrapping.active():
-            return stream
-        try:
-            start = _message_call_starts(self)
-            if start is None:
-                turn = turns.turn_here()
-                return turns.marked(stream, turn) if turn is not None else stream
-        except Exception:  # never break the call
-            return stream
-        return RunStream(stream, start, kind="run", name=workflow_name(self), runner=self)
+_wrap_on_messages = _awaited(_start_message_call, record_response)
 
-    return on_messages_stream
+
+@wrapping.method_wrapper
+def _wrap_on_messages_stream(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    stream = wrapped(*args, **kwargs)
+    if not wrapping.active():
+        return stream
+    try:
+        start = _message_call_starts(instance)
+        if start is None:
+            turn = turns.turn_here()
+            return turns.marked(stream, turn) if turn is not None else stream
+    except Exception:  # never break the call
+        return stream
+    return RunStream(stream, start, kind="run", name=workflow_name(instance), runner=instance)

@@ -30,12 +30,12 @@ without it, only slower or, for gRPC publishes, in more traces.
 
 from __future__ import annotations
 
-import functools
 import importlib
 import types
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+import wrapt
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Link
 from opentelemetry.util import types as otel_types
@@ -54,23 +54,31 @@ def install_grpc() -> None:
         wrapping.replace(runtime, ag.GRPC_SEND_MESSAGE, _wrap_send_message)
 
 
-def _wrap_send_message(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
-    @functools.wraps(original)
-    async def _send_message(
-        self: Any, runtime_message: Any, send_type: str, recipient: Any, telemetry_metadata: Mapping[str, str]
-    ) -> None:
-        if send_type == ag.GRPC_PUBLISH_SEND_TYPE and wrapping.active():
-            try:
-                event, attributes_field, value_field = ag.GRPC_EVENT_ATTRIBUTES
-                attributes = getattr(getattr(runtime_message, event), attributes_field)
-                for key in ag.TRACE_CONTEXT_KEYS:
-                    if telemetry_metadata.get(key):
-                        setattr(attributes[key], value_field, telemetry_metadata[key])
-            except (AttributeError, TypeError):  # another message layout: leave it as it is
-                pass
-        await original(self, runtime_message, send_type, recipient, telemetry_metadata)
+def _published(
+    runtime_message: Any, send_type: str, recipient: Any, telemetry_metadata: Mapping[str, str]
+) -> tuple[Any, Mapping[str, str]] | None:
+    """`_send_message`'s arguments: the message and its trace context, when it is a publish."""
+    return (runtime_message, telemetry_metadata) if send_type == ag.GRPC_PUBLISH_SEND_TYPE else None
 
-    return _send_message
+
+@wrapping.method_wrapper
+async def _wrap_send_message(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """`_send_message`, with the trace context copied into the attributes of a published event."""
+    try:
+        published = _published(*args, **kwargs) if wrapping.active() else None
+    except TypeError:  # another signature: the call goes on as it is
+        published = None
+    if published is not None:
+        runtime_message, telemetry_metadata = published
+        try:
+            event, attributes_field, value_field = ag.GRPC_EVENT_ATTRIBUTES
+            attributes = getattr(getattr(runtime_message, event), attributes_field)
+            for key in ag.TRACE_CONTEXT_KEYS:
+                if telemetry_metadata.get(key):
+                    setattr(attributes[key], value_field, telemetry_metadata[key])
+        except (AttributeError, TypeError):  # another message layout: leave it as it is
+            pass
+    await wrapped(*args, **kwargs)
 
 
 def install_link_cache() -> None:
@@ -82,26 +90,28 @@ def install_link_cache() -> None:
         wrapping.replace(_tracing, ag.TELEMETRY_LINKS_FUNCTION, _remember_links)
 
 
-def _remember_links(original: Callable[[Any], Sequence[Link] | None]) -> Callable[[Any], Sequence[Link] | None]:
+def _remember_links(original: Callable[[Any], Sequence[Link] | None]) -> wrapping.Wrapper:
     parsed: dict[tuple[str, str | None, object], tuple[Link]] = {}
 
-    @functools.wraps(original)
-    def get_telemetry_links(metadata: Any) -> Sequence[Link] | None:
+    def get_telemetry_links(
+        wrapped: Callable[[Any], Sequence[Link] | None], instance: None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Sequence[Link] | None:
+        metadata = args[0] if len(args) == 1 and not kwargs else None
         traceparent = getattr(metadata, _TRACEPARENT, None)
         if not isinstance(traceparent, str) or not wrapping.active():  # gRPC metadata, no context, or off
-            return original(metadata)
+            return wrapped(*args, **kwargs)
         key = (traceparent, getattr(metadata, _TRACESTATE, None), propagate.get_global_textmap())
         links = parsed.get(key)
         if links is not None:
             return links  # a tuple: the span each goes to copies it, nobody changes it
-        fresh = original(metadata)
+        fresh = wrapped(metadata)
         if fresh is not None and len(fresh) == 1 and not fresh[0].attributes:
             if len(parsed) >= _LINKS_KEPT:
                 parsed.clear()
             parsed[key] = (fresh[0],)
         return fresh
 
-    return get_telemetry_links
+    return wrapping.Wrapper(original, get_telemetry_links)
 
 
 def install_tracer_hooks(placing: trace.TracerProvider) -> None:
@@ -117,27 +127,23 @@ def install_tracer_hooks(placing: trace.TracerProvider) -> None:
         wrapping.replace(genai, ag.GENAI_TRACE_MODULE_NAME, lambda original: _PlacingTrace(original, placing))
 
 
-def _default_provider(
-    original: Callable[[], trace.TracerProvider], placing: trace.TracerProvider
-) -> Callable[[], trace.TracerProvider]:
-    @functools.wraps(original)
-    def get_tracer_provider() -> trace.TracerProvider:
-        return placing if wrapping.active() else original()
+def _default_provider(original: Callable[[], trace.TracerProvider], placing: trace.TracerProvider) -> wrapping.Wrapper:
+    def get_tracer_provider(
+        wrapped: Callable[[], trace.TracerProvider], instance: None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> trace.TracerProvider:
+        return placing if wrapping.active() else wrapped(*args, **kwargs)
 
-    return get_tracer_provider
+    return wrapping.Wrapper(original, get_tracer_provider)
 
 
-class _PlacingTrace(types.ModuleType):
-    """`opentelemetry.trace` as `autogen_core._telemetry._genai` sees it: everything the same,
-    except that `get_tracer` without a provider answers with the placing view."""
+class _PlacingTrace(wrapt.ObjectProxy):  # type: ignore[type-arg]
+    """`opentelemetry.trace` as `autogen_core._telemetry._genai` sees it (a wrapt proxy of the
+    module): everything the same, except that `get_tracer` without a provider answers with the
+    placing view."""
 
     def __init__(self, module: types.ModuleType, placing: trace.TracerProvider) -> None:
-        super().__init__(module.__name__, module.__doc__)
-        self._module = module
-        self._placing = placing
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._module, name)
+        super().__init__(module)
+        self._self_placing = placing
 
     def get_tracer(
         self,
@@ -147,9 +153,12 @@ class _PlacingTrace(types.ModuleType):
         schema_url: str | None = None,
         attributes: otel_types.Attributes = None,
     ) -> trace.Tracer:
-        provider = self._placing if tracer_provider is None and wrapping.active() else tracer_provider
+        provider = self._self_placing if tracer_provider is None and wrapping.active() else tracer_provider
         if provider is None:
             return trace.get_tracer(
                 instrumenting_module_name, instrumenting_library_version, None, schema_url, attributes
             )
         return provider.get_tracer(instrumenting_module_name, instrumenting_library_version, schema_url, attributes)
+
+
+setattr(_PlacingTrace, wrapping.MARK, True)  # ours, for `wrapping.is_ours`

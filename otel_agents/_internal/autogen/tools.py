@@ -7,9 +7,8 @@ recorded before the tool runs, the result after, both through the content policy
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import trace
@@ -45,22 +44,20 @@ def _record(span: Span, policy: ContentPolicy, key: str, value: Callable[[], str
         logger.debug("otel-agents could not record tool content", exc_info=True)
 
 
-def _wrap_run(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    @functools.wraps(original)
-    async def run(self: Any, args: Any, *rest: Any, **kwargs: Any) -> Any:
-        span, policy = (_tool_span() if wrapping.active() else None), None
-        if span is not None:
-            policy = _policy()
-        if span is not None and policy is not None:
-            dump = getattr(args, "model_dump", None)
-            _record(span, policy, sc.GEN_AI_TOOL_CALL_ARGUMENTS, lambda: policy.json(dump() if dump else args))
-        result = await original(self, args, *rest, **kwargs)
-        if span is not None and policy is not None:
-            as_string = getattr(self, "return_value_as_string", str)
-            _record(span, policy, sc.GEN_AI_TOOL_CALL_RESULT, lambda: policy.text(as_string(result)))
-        return result
-
-    return run
+@wrapping.method_wrapper
+async def _wrap_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    span, policy = (_tool_span() if wrapping.active() else None), None
+    if span is not None:
+        policy = _policy()
+    if span is not None and policy is not None:
+        arguments = args[0] if args else kwargs.get(ag.TOOL_RUN_ARGUMENTS)
+        dump = getattr(arguments, "model_dump", None)
+        _record(span, policy, sc.GEN_AI_TOOL_CALL_ARGUMENTS, lambda: policy.json(dump() if dump else arguments))
+    result = await wrapped(*args, **kwargs)
+    if span is not None and policy is not None:
+        as_string = getattr(instance, "return_value_as_string", str)
+        _record(span, policy, sc.GEN_AI_TOOL_CALL_RESULT, lambda: policy.text(as_string(result)))
+    return result
 
 
 def wrapped_in_subclasses() -> tuple[tuple[type, tuple[str, ...]], ...]:

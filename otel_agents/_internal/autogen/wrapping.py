@@ -1,5 +1,8 @@
 """Every change otel-agents makes to AutoGen goes through here, so that it can be taken back.
 
+Each wrapper is a `wrapt.FunctionWrapper` (`Wrapper`, made by `wrapper(...)` from a function of
+wrapt's signature `(wrapped, instance, args, kwargs)`); the one exception is the class-creation
+hook of `on_subclass`, which wraps nothing when the base inherits `__init_subclass__`.
 `replace(owner, name, wrap)` puts `wrap(original)` in place of `owner.name` and keeps a ledger of
 what it replaced; `restore_all()` (`AutoGenInstrumentor.uninstrument()`) gives each original back,
 by identity, wherever our wrapper is still the one in place. Where another instrumentation wrapped
@@ -10,11 +13,14 @@ False), so theirs keeps working and we record nothing; instrumenting again wakes
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+
+import wrapt
 
 MARK: Final = "__otel_agents_wrapped__"
 _MISSING: Final = object()
@@ -57,13 +63,65 @@ def every_run() -> bool:
     return _every_run
 
 
+WrapperFunction = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
+"""wrapt's wrapper signature: `(wrapped, instance, args, kwargs)`; `wrapped` is bound already."""
+
+
+class Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg]
+    """One of ours: a `wrapt.FunctionWrapper` that `is_ours` knows by a class attribute (set on
+    the instance, the mark would be written through to the function wrapped)."""
+
+
+setattr(Wrapper, MARK, True)
+
+
+class MethodWrapper(Wrapper):
+    """Ours, of a method: also when it is called straight from the class's `__dict__` with the
+    instance first (as a hand-written patch over ours may do), the wrapper sees that instance."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not args:  # no instance: as the method itself fails
+            return self.__wrapped__(*args, **kwargs)
+        instance = args[0]
+        wrapper: WrapperFunction = self._self_wrapper  # type: ignore[assignment]
+        return wrapper(functools.partial(self.__wrapped__, instance), instance, args[1:], kwargs)
+
+
+def function_wrapper(function: WrapperFunction) -> Callable[[Any], Wrapper]:
+    """`function` (of wrapt's signature; `instance` is None) as the `wrap` of a module's function
+    that `replace` takes."""
+
+    def wrap(original: Any) -> Wrapper:
+        return Wrapper(original, function)
+
+    return wrap
+
+
+def method_wrapper(function: WrapperFunction) -> Callable[[Any], Wrapper]:
+    """`function` (of wrapt's signature) as the `wrap` of a class's method that `replace` takes."""
+
+    def wrap(original: Any) -> Wrapper:
+        return MethodWrapper(original, function)
+
+    return wrap
+
+
 def mark(function: Any) -> Any:
-    setattr(function, MARK, True)
+    if not is_ours(function):  # a `Wrapper`, or a proxy of ours, is marked by its class
+        setattr(function, MARK, True)
     return function
 
 
 def is_ours(function: object) -> bool:
-    return bool(getattr(function, MARK, False))
+    """Whether `function` is a wrapper of ours, or another's with ours inside (in its chain of
+    `__wrapped__`: functools.wraps does not copy a `Wrapper`'s mark, wrapt's proxies read it)."""
+    depth = 16
+    while depth > 0 and function is not None:
+        if getattr(function, MARK, False):
+            return True
+        function = getattr(function, "__wrapped__", None)
+        depth -= 1
+    return False
 
 
 def replace(owner: Any, name: str, wrap: Callable[[Any], Any], *, original: Any = _MISSING) -> bool:
