@@ -721,21 +721,6 @@ async def test_instrument_with_a_telemetrys_own_provider_keeps_that_pipeline(mon
         telemetry.shutdown()
 
 
-async def test_configure_with_instrument_false_patches_nothing_until_the_first_tap(capture: Capture) -> None:
-    otel_agents.AutoGenInstrumentor().uninstrument()
-    before = patched_places()
-    exporter = InMemorySpanExporter()
-    with otel_agents.configure(span_exporter=exporter, store=False, instrument=False) as telemetry:
-        assert patched_places() == before, "configure(instrument=False) leaves AutoGen as it is"
-        team = writers_room(max_messages=3)  # its runtime takes its tracer here, before any tap
-        [_ async for _ in otel_agents.tap(team.run_stream(task="go"))]
-        assert BaseGroupChat.run_stream is not before[(BaseGroupChat, "run_stream")], "the tap installed it"
-        assert telemetry.force_flush()
-    spans = exporter.get_finished_spans()
-    assert one_trace(spans).root.name == "invoke_workflow writers-room", "the runtime's spans were placed"
-    assert not [s.name for s in spans if ag.RUNTIME_CONTENT_ATTRIBUTES & set(s.attributes or {})]
-
-
 async def test_uninstrument_gives_everything_back_whoever_patched(capture: Capture) -> None:
     instrumentor = otel_agents.AutoGenInstrumentor()
     instrumentor.uninstrument()

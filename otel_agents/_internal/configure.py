@@ -56,8 +56,7 @@ def configure(
 
     `instrument=True` (`AutoGenInstrumentor`): every AutoGen run is traced with no change to the
     app (`team.run()`, `Console(team.run_stream())`, an agent's `run`); with False, only the runs
-    the app taps, and AutoGen is left as it is until the first `tap` or `run_stream`. A later call
-    leaves the instrumentation as it is.
+    the app taps. A later call leaves the instrumentation as it is.
     """
     for name, flag in (("set_global", set_global), ("instrument", instrument)):
         if not isinstance(flag, bool):
@@ -94,7 +93,10 @@ def configure(
         EXIT_THREAD.start()  # while threads can start: the exit waits for its shutdown on it
     if instrument:
         _instrument_autogen()
-    # else AutoGen stays as it is: the first `tap` or `run_stream` installs what it needs
+    else:
+        # what `tap` needs (model calls, tools, placement), now: a runtime built before the first
+        # tap (a team's own, in its constructor) takes its tracer then
+        patches.install()
     return telemetry
 
 

@@ -1,8 +1,8 @@
 """What otel-agents wraps in AutoGen; each wrapper hands over to `run/` (`run.starts` decides
 whether a call is a run of its own, nested in the run current there, or none).
 
-`install()` (`AutoGenInstrumentor`, which `configure()` calls, and the first tap) puts in place,
-through `wrapping` so that `uninstrument()` can give every original back:
+`install()` (every `configure()`, each tap, and `AutoGenInstrumentor`) puts in place, through
+`wrapping` so that `uninstrument()` can give every original back:
 - model clients' `create`/`create_stream` (`model_clients`), tools' `run` (`tools`), and the
   changes to private AutoGen modules (`private`: parsed links remembered, AutoGen's tracers placed);
 - where runs start: `BaseGroupChat.run_stream` (a team's `run` goes through it),

@@ -8,15 +8,14 @@
   processes started a new trace on every receiving side. The runtime's private `_send_message` is
   wrapped to copy `traceparent`/`tracestate` into the attributes of published events
   (tests/test_grpc_runtime.py).
-- **Parsed links remembered** (`install_link_cache`, with the rest of `patches.install()`).
-  autogen-core 0.7.5 parses the `traceparent` of a message's envelope again for every runtime span
-  the message causes (about seven a message), through the global propagator, to link the span to
-  its sender. In a traced run
+- **Parsed links remembered** (`install_link_cache`, by `configure()`). autogen-core 0.7.5 parses the
+  `traceparent` of a message's envelope again for every runtime span the message causes (about
+  seven a message), through the global propagator, to link the span to its sender. In a traced run
   the envelopes carry a handful of distinct values, so `autogen_core._telemetry._tracing`'s
   `get_telemetry_links` is wrapped to remember what each value parsed to (per propagator, bounded).
   Speed only: the links are the same (tests/test_trace_shape.py).
 
-- **AutoGen's tracers placed** (`install_tracer_hooks`, by `patches.install()`: a tap and
+- **AutoGen's tracers placed** (`install_tracer_hooks`, by every `configure()`, tap and
   `AutoGenInstrumentor`). AgentChat's `invoke_agent`/`execute_tool` spans and a runtime built
   without a provider reach OpenTelemetry's *global* provider through two names in
   `autogen_core._telemetry`: `_genai.trace` (its `get_tracer`) and `_tracing.get_tracer_provider`.
