@@ -4,10 +4,12 @@ consumer leaving early loses nothing; `uninstrument()` gives AutoGen back as it 
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import importlib
 import logging
 import os
+import pickle
 import warnings
 from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import wrapt
 from autogen_agentchat.agents import AssistantAgent, BaseChatAgent
 from autogen_agentchat.base import TaskResult
 from autogen_agentchat.teams import BaseGroupChat
@@ -31,7 +34,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import otel_agents
 from otel_agents._internal.autogen import conventions as ag
-from otel_agents._internal.autogen import patches
+from otel_agents._internal.autogen import patches, wrapping
 from tests.conftest import Capture
 from tests.support.spans import Tree, one_trace
 from tests.support.teams import graph_flow, publishing, replay, selector_room, swarm, text, writers_room
@@ -457,6 +460,35 @@ async def test_a_hand_written_patch_over_ours_stays_and_each_call_through_it_is_
         ("invoke_agent writer", "autogen.replay"),  # the client, read off the instance the patch passed first
         ("invoke_agent critic", "autogen.replay"),
     ]
+
+
+def test_a_wrapped_method_copies_deep_copies_and_pickles_as_a_method_does(capture: Capture) -> None:
+    client = ReplayChatCompletionClient(["hi"])
+    assert wrapping.is_ours(vars(ReplayChatCompletionClient)["create"]), "instrumented"
+    assert copy.copy(client.create).__self__ is client
+    call = copy.deepcopy(functools.partial(client.create, []))
+    assert isinstance(call.func.__self__, ReplayChatCompletionClient) and call.func.__self__ is not client
+    assert pickle.loads(pickle.dumps(client.create)).__self__ is not client
+    assert wrapping.is_ours(pickle.loads(pickle.dumps(ReplayChatCompletionClient.create)))
+
+
+async def test_instrumenting_again_wakes_ours_inside_a_wrapper_put_over_it_and_uninstrument_sends_it_back(
+    capture: Capture,
+) -> None:
+    await writers_room(max_messages=2).run(task="go")  # ours in place
+    ours = vars(ReplayChatCompletionClient)["create"]
+    wrapt.wrap_function_wrapper(ReplayChatCompletionClient, "create", lambda wrapped, _, a, k: wrapped(*a, **k))
+    theirs = vars(ReplayChatCompletionClient)["create"]
+    instrumentor = otel_agents.AutoGenInstrumentor()
+    try:
+        instrumentor.uninstrument()  # theirs stays, ours inside it passes through
+        instrumentor.instrument()
+        assert (ReplayChatCompletionClient, "create") in wrapping.replaced(), "woken, in the ledger again"
+        instrumentor.uninstrument()
+        assert vars(ReplayChatCompletionClient)["create"] is theirs
+        assert (ReplayChatCompletionClient, "create") not in wrapping.replaced()
+    finally:
+        ReplayChatCompletionClient.create = ours.__wrapped__  # type: ignore[method-assign]  # the original
 
 
 async def test_a_tap_after_uninstrument_puts_every_wrapper_back_even_after_another_patch(capture: Capture) -> None:
