@@ -1,7 +1,8 @@
 """Every change otel-agents makes to AutoGen goes through here, so that it can be taken back.
 
-Each wrapper is a `wrapt.FunctionWrapper` (`Wrapper`, made by `wrapper(...)` from a function of
-wrapt's signature `(wrapped, instance, args, kwargs)`). Two exceptions, each `mark`ed: the
+Each wrapper is a `wrapt.FunctionWrapper` (`Wrapper`, made by `method_wrapper(...)` or
+`function_wrapper(...)` from a function of wrapt's signature `(wrapped, instance, args, kwargs)`).
+Two exceptions, each `mark`ed: the
 class-creation hook of `on_subclass`, which wraps nothing when the base inherits
 `__init_subclass__`, and the link cache of `private` (the hottest path; wrapt's call of a module
 function costs some 6,700 instructions more than a closure's).
