@@ -330,6 +330,7 @@ async def test_uninstrument_gives_autogen_back_its_original_functions(capture: C
 
 async def test_a_wrapper_added_after_ours_keeps_working_after_uninstrument(capture: Capture) -> None:
     ours = BaseGroupChat.run_stream
+    in_place = vars(BaseGroupChat)["run_stream"]  # `ours` is bound to the class by wrapt: not what to put back
     calls: list[str] = []
 
     @functools.wraps(ours)
@@ -351,7 +352,7 @@ async def test_a_wrapper_added_after_ours_keeps_working_after_uninstrument(captu
         runs = [s for s in capture.spans() if s.name.startswith("invoke_workflow")]
         assert [s.name for s in runs] == ["invoke_workflow again"], "one run span, from one wrapper"
     finally:
-        BaseGroupChat.run_stream = ours  # type: ignore[method-assign]  # theirs removed: uninstrument restores AutoGen's
+        BaseGroupChat.run_stream = in_place  # type: ignore[method-assign]  # theirs removed: uninstrument restores AutoGen's
 
 
 class UnhashableTracerProvider(TracerProvider):

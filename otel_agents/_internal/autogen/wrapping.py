@@ -96,6 +96,7 @@ class Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg]
 
 
 setattr(Wrapper, MARK, True)
+setattr(BoundWrapper, MARK, True)  # wrapt 1.x's bound proxies read attributes off the function, not ours
 
 
 class MethodWrapper(Wrapper):
