@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -113,6 +114,34 @@ def _migrate(connection: sqlite3.Connection, path: Path) -> None:
         raise
 
 
+BUSY_TIMEOUT_S: Final = 10.0
+"""How long a connection waits for another process's lock on the store."""
+
+
+def _use_wal(connection: sqlite3.Connection) -> None:
+    """The store in WAL mode, which the file keeps once set. Setting it, even to the mode it has
+    already, takes a lock SQLite does not wait for ("database is locked" at once while another
+    process writes or closes): so it is set only when the file is not in WAL yet, and tried again
+    while another process holds that lock (or sets WAL itself), for the busy timeout at most."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            if _journal_mode(connection, "PRAGMA journal_mode") == "wal":
+                return
+            if _journal_mode(connection, "PRAGMA journal_mode = WAL") == "wal":
+                return
+        except sqlite3.OperationalError:
+            if time.monotonic() >= deadline:
+                raise
+        if time.monotonic() >= deadline:
+            raise sqlite3.OperationalError(f"could not put {DATABASE} in WAL mode")
+        time.sleep(0.01)
+
+
+def _journal_mode(connection: sqlite3.Connection, statement: str) -> str:
+    return str(connection.execute(statement).fetchone()[0]).lower()
+
+
 def _version(connection: sqlite3.Connection) -> int:
     return int(connection.execute("PRAGMA user_version").fetchone()[0])
 
@@ -166,10 +195,10 @@ class StoreFile:
                 os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
         elif not self.path.is_file():
             raise FileNotFoundError(self.path)
-        with closing(sqlite3.connect(self.path, timeout=10, isolation_level=None)) as connection:
-            connection.execute("PRAGMA busy_timeout = 10000")
+        with closing(sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)) as connection:
+            connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             _refuse_newer(_version(connection), self.path)  # before anything is changed
             if create:
-                connection.execute("PRAGMA journal_mode = WAL")
+                _use_wal(connection)
             _migrate(connection, self.path)
             yield connection
