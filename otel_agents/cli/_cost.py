@@ -31,6 +31,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ DIMENSIONS: Final = ("team", "model", "agent", "user", "conversation", "day")
 BY_CALL: Final = frozenset({"model", "agent"})
 NONE: Final = "(none)"
 
-_UNITS: Final = {"m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
+_UNITS: Final = MappingProxyType({"m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400})
 _SINCE: Final = re.compile(r"(\d+)([mhdw])")
 
 

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import sys
 from collections.abc import Sequence
+from types import MappingProxyType
 from typing import Any, Final, TextIO
 
 from otel_agents._internal.autogen import conventions as ag
@@ -112,10 +113,12 @@ class _NotTheReplayTokenCount(logging.Filter):
 _NOT_THE_REPLAY_TOKEN_COUNT: Final = _NotTheReplayTokenCount()
 
 
-TASKS = {
-    "ana": "Write a two-line blurb about tracing agent teams.",
-    "ben": "Write a one-line tagline for tracing agent teams.",
-}
+TASKS = MappingProxyType(
+    {
+        "ana": "Write a two-line blurb about tracing agent teams.",
+        "ben": "Write a one-line tagline for tracing agent teams.",
+    }
+)
 
 
 async def run_demo(out: TextIO = sys.stdout) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any, Final, TextIO
 
 from rich import box
@@ -32,12 +33,14 @@ _PIPED_WIDTH: Final = 160
 _NAME_WIDTH: Final = 60
 _MAX_OTHERS: Final = 20
 """`show` lists at most this many other runs of the conversation (the first ones), then how many more."""
-_STYLES: Final = {
-    sc.OPERATION_INVOKE_WORKFLOW: "bold blue",
-    sc.OPERATION_INVOKE_AGENT: "green",
-    sc.OPERATION_CHAT: "cyan",
-    sc.OPERATION_EXECUTE_TOOL: "magenta",
-}
+_STYLES: Final = MappingProxyType(
+    {
+        sc.OPERATION_INVOKE_WORKFLOW: "bold blue",
+        sc.OPERATION_INVOKE_AGENT: "green",
+        sc.OPERATION_CHAT: "cyan",
+        sc.OPERATION_EXECUTE_TOOL: "magenta",
+    }
+)
 
 
 def console(file: TextIO | None = None) -> Console:

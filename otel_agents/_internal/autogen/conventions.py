@@ -9,6 +9,7 @@ fails CI rather than quietly breaking traces.
 from __future__ import annotations
 
 import re
+import types
 from collections.abc import Mapping
 from typing import Final, Literal
 
@@ -139,28 +140,32 @@ STOP_REASONS: Final[tuple[tuple[re.Pattern[str], StopKindOfReason], ...]] = (
 CREATE_RESULT_CLASS: Final = "CreateResult"
 FUNCTION_CALL_CLASS: Final = "FunctionCall"
 FUNCTION_EXECUTION_RESULT_CLASS: Final = "FunctionExecutionResult"
-LLM_MESSAGE_ROLES: Final[Mapping[str, str]] = {
-    "SystemMessage": "system",
-    "UserMessage": "user",
-    "AssistantMessage": "assistant",
-    "FunctionExecutionResultMessage": "tool",
-}
+LLM_MESSAGE_ROLES: Final[Mapping[str, str]] = types.MappingProxyType(
+    {
+        "SystemMessage": "system",
+        "UserMessage": "user",
+        "AssistantMessage": "assistant",
+        "FunctionExecutionResultMessage": "tool",
+    }
+)
 """`autogen_core.models` message classes and the GenAI role each stands for."""
 STREAM_CHUNK_CLASS: Final = "ModelClientStreamingChunkEvent"
 TASK_RESULT_CLASS: Final = "TaskResult"
 TOOL_CALL_REQUEST_CLASS: Final = "ToolCallRequestEvent"
 
-MODEL_CLIENT_PROVIDERS: Final[Mapping[str, str]] = {
-    "AzureOpenAIChatCompletionClient": "azure.ai.openai",
-    "AzureAIChatCompletionClient": "azure.ai.inference",
-    "OpenAIChatCompletionClient": "openai",
-    "BaseOpenAIChatCompletionClient": "openai",
-    "AnthropicChatCompletionClient": "anthropic",
-    "AnthropicBedrockChatCompletionClient": "aws.bedrock",
-    "OllamaChatCompletionClient": "ollama",
-    "ReplayChatCompletionClient": "autogen.replay",
-    "LlamaCppChatCompletionClient": "llama_cpp",
-}
+MODEL_CLIENT_PROVIDERS: Final[Mapping[str, str]] = types.MappingProxyType(
+    {
+        "AzureOpenAIChatCompletionClient": "azure.ai.openai",
+        "AzureAIChatCompletionClient": "azure.ai.inference",
+        "OpenAIChatCompletionClient": "openai",
+        "BaseOpenAIChatCompletionClient": "openai",
+        "AnthropicChatCompletionClient": "anthropic",
+        "AnthropicBedrockChatCompletionClient": "aws.bedrock",
+        "OllamaChatCompletionClient": "ollama",
+        "ReplayChatCompletionClient": "autogen.replay",
+        "LlamaCppChatCompletionClient": "llama_cpp",
+    }
+)
 """autogen-ext's model client classes, by name, and their `gen_ai.provider.name`."""
 
 OPENAI_CLIENT_BASE: Final = "BaseOpenAIChatCompletionClient"

@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Final, Generic, Literal, TypeVar
 
 from otel_agents._internal.config import parsers
@@ -415,15 +416,17 @@ def _loop_threshold(field: str, variable: str, kind: str, default: int | None = 
     )
 
 
-LOOP_THRESHOLDS: Final[Mapping[str, Param[Number]]] = {
-    "max_messages": _loop_threshold("max_messages", "OTEL_AGENTS_MAX_MESSAGES", "a whole number above 0"),
-    "max_repeats": _loop_threshold(
-        "max_repeats", "OTEL_AGENTS_MAX_REPEATS", "a whole number, at least 2", DEFAULT_MAX_REPEATS
-    ),
-    "token_budget": _loop_threshold("token_budget", "OTEL_AGENTS_TOKEN_BUDGET", "a whole number above 0"),
-    "cost_budget_usd": _loop_threshold("cost_budget_usd", "OTEL_AGENTS_COST_BUDGET_USD", "USD, above 0"),
-    "time_budget_s": _loop_threshold("time_budget_s", "OTEL_AGENTS_TIME_BUDGET_S", "seconds, above 0"),
-}
+LOOP_THRESHOLDS: Final[Mapping[str, Param[Number]]] = MappingProxyType(
+    {
+        "max_messages": _loop_threshold("max_messages", "OTEL_AGENTS_MAX_MESSAGES", "a whole number above 0"),
+        "max_repeats": _loop_threshold(
+            "max_repeats", "OTEL_AGENTS_MAX_REPEATS", "a whole number, at least 2", DEFAULT_MAX_REPEATS
+        ),
+        "token_budget": _loop_threshold("token_budget", "OTEL_AGENTS_TOKEN_BUDGET", "a whole number above 0"),
+        "cost_budget_usd": _loop_threshold("cost_budget_usd", "OTEL_AGENTS_COST_BUDGET_USD", "USD, above 0"),
+        "time_budget_s": _loop_threshold("time_budget_s", "OTEL_AGENTS_TIME_BUDGET_S", "seconds, above 0"),
+    }
+)
 """By the `LoopLimits` field each threshold sets; unset: the rule is off (repeats: 3)."""
 
 PARAMS: Final[tuple[Param[Any], ...]] = (

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Final
 
 BUILT_IN_DATE: Final = "2025-09-01"
@@ -29,7 +30,7 @@ class Price:
 
 
 # fmt: off
-BUILT_IN: Final[Mapping[str, Price]] = {
+BUILT_IN: Final[Mapping[str, Price]] = MappingProxyType({
     # OpenAI
     "gpt-5": Price(1.25, 10.00, 0.125),
     "gpt-5-mini": Price(0.25, 2.00, 0.025),
@@ -70,7 +71,7 @@ BUILT_IN: Final[Mapping[str, Price]] = {
     "mistral-small": Price(0.10, 0.30),
     "codestral": Price(0.30, 0.90),
     "open-mistral-nemo": Price(0.15, 0.15),
-}
+})
 # fmt: on
 
 _DATED: Final = re.compile(r"(-\d{4}-\d{2}-\d{2}|-\d{8}|-\d{4}|-latest|-preview(-\d{2}-\d{2})?|@\d+)$")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Final, Literal
 
 from otel_agents._internal.autogen import conventions as ag
@@ -28,11 +30,13 @@ CANCELLED: Final = "cancelled"
 CONSUMER_CLOSED: Final = "consumer_closed"
 SHUTDOWN: Final = "shutdown"
 """A run still open when its pipeline shut down (`Telemetry.shutdown()`, or the process exiting)."""
-EARLY_STOPS: Final[dict[str, StopKind]] = {
-    CANCELLED: "cancelled",
-    CONSUMER_CLOSED: "consumer_closed",
-    SHUTDOWN: "shutdown",
-}
+EARLY_STOPS: Final[Mapping[str, StopKind]] = MappingProxyType(
+    {
+        CANCELLED: "cancelled",
+        CONSUMER_CLOSED: "consumer_closed",
+        SHUTDOWN: "shutdown",
+    }
+)
 
 
 def stop_kind_of(stop_reason: str | None) -> StopKind:
