@@ -8,6 +8,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
+from otel_agents._internal import process_state
 from tests.support.openai_server import OpenAIServer
 from tests.support.phoenix import Phoenix, start_phoenix, stop_phoenix
 
@@ -62,13 +63,11 @@ def private_data_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
 
 
 @pytest.fixture(autouse=True)
-def autogen_as_found() -> Iterator[None]:
-    """Each test starts with AutoGen as it found it: a `configure()` (which instruments AutoGen)
-    in one test does not trace the next test's runs."""
+def process_as_found() -> Iterator[None]:
+    """Each test starts with the process as otel-agents found it: AutoGen uninstrumented, no
+    pipeline, no run, conversation or cache left by the test before (`process_state.reset()`)."""
     yield
-    instrumentor = otel_agents.AutoGenInstrumentor()
-    if instrumentor.is_instrumented_by_opentelemetry:
-        instrumentor.uninstrument()
+    process_state.reset()
 
 
 @pytest.fixture(scope="session")

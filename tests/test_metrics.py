@@ -151,7 +151,7 @@ def test_instruments_have_the_contracts_names_units_buckets_and_attributes(
             assert set(point.attributes) <= allowed, (name, set(point.attributes) - allowed)
             if buckets is not None:
                 assert isinstance(point, HistogramDataPoint)
-                assert list(point.explicit_bounds) == pytest.approx(buckets), name
+                assert list(point.explicit_bounds) == pytest.approx(list(buckets)), name
     assert TOKEN_BUCKETS[0] == 1 and TOKEN_BUCKETS[-1] == 67108864
     assert DURATION_BUCKETS[0] == 0.01 and DURATION_BUCKETS[-1] == pytest.approx(81.92)
     assert RUN_MESSAGES_BUCKETS[-1] == 1024

@@ -60,3 +60,8 @@ class PerProvider(Generic[V]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def clear(self) -> None:
+        """Forget every value (`process_state.reset`)."""
+        with self._lock:
+            self._entries.clear()

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from otel_agents._internal import process_state
 from otel_agents._internal.export.soon import FLUSH_SOON
 from otel_agents._internal.run.workflow import end_open_runs
 from otel_agents._internal.telemetry import latest
@@ -89,6 +90,22 @@ def export_before_exit(*, end_runs: bool) -> None:
 
 
 _lock = threading.Lock()
+
+
+def _ours_installed() -> bool:
+    try:
+        return isinstance(signal.getsignal(signal.SIGTERM), SigtermHandler)
+    except (ValueError, OSError):
+        return False
+
+
+process_state.hold(
+    __name__,
+    "SigtermHandler",
+    bound="one handler, in signal's table; uninstall() puts back the one it found",
+    size=_ours_installed,
+    forget=lambda: uninstall(),  # `uninstall` is defined below
+)
 
 
 def install() -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
 
+from otel_agents._internal import process_state
 from otel_agents._internal.config.settings import Settings, resolve_settings
 from otel_agents._internal.export.exit_thread import EXIT_THREAD
 from otel_agents._internal.export.soon import FLUSH_SOON
@@ -227,6 +228,23 @@ def configured() -> bool:
 
 _lock = threading.Lock()
 _latest: Telemetry | None = None
+
+
+def _forget_latest() -> None:
+    global _latest
+    with _lock:
+        latest, _latest = _latest, None
+    if latest is not None:
+        latest.shutdown()  # as the next `configure()` would
+
+
+process_state.hold(
+    __name__,
+    "_latest",
+    bound="one; replaced (and shut down) by the next configure() or instrument(tracer_provider=...)",
+    size=lambda: _latest is not None,
+    forget=_forget_latest,
+)
 
 
 def activate(telemetry: Telemetry, *, set_global: bool) -> Telemetry | None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
-from otel_agents._internal import sigterm
+from otel_agents._internal import process_state, sigterm
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen import patches, wrapping
 from otel_agents._internal.export.global_store import store_into_global_provider
@@ -54,3 +54,18 @@ class AutoGenInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         wrapping.trace_every_run(False)
         wrapping.restore_all()
         sigterm.uninstall()
+
+
+def _uninstrument_if_instrumented() -> None:
+    instrumentor = AutoGenInstrumentor()
+    if instrumentor.is_instrumented_by_opentelemetry:
+        instrumentor.uninstrument()
+
+
+process_state.hold(
+    __name__,
+    "AutoGenInstrumentor",
+    bound="one instrumentor (OpenTelemetry's instrumentors are singletons), instrumented or not",
+    size=lambda: AutoGenInstrumentor().is_instrumented_by_opentelemetry,
+    forget=_uninstrument_if_instrumented,
+)

@@ -26,6 +26,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from otel_agents._internal import keys as sc
+from otel_agents._internal import process_state
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen import wrapping
 from otel_agents._internal.autogen.wrapping import on_subclass, wrap_subclasses
@@ -217,6 +218,13 @@ _UNPRICED_NAMES_KEPT: Final = 1024
 _warned_unpriced: set[str] = set()
 """Models named in an unpriced warning, so each is named once; forgotten all at once when full (a
 service calling that many unpriced models may see a name twice)."""
+process_state.hold(
+    __name__,
+    "_warned_unpriced",
+    bound=f"{_UNPRICED_NAMES_KEPT} names, then cleared",
+    size=lambda: len(_warned_unpriced),
+    forget=_warned_unpriced.clear,
+)
 
 
 def _unpriced(telemetry: Recording, model: str | None, tokens: int) -> None:

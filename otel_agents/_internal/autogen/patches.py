@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from otel_agents._internal import process_state
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen import wrapping
 from otel_agents._internal.autogen.tracer_hook import AUTOGEN_TRACERS
@@ -120,6 +121,23 @@ def install_new_classes() -> None:
 
 
 _grpc_hook = False
+
+
+def _forget_installed() -> None:
+    global _support, _installed
+    _support = _installed = None
+
+
+process_state.hold(
+    __name__,
+    "_support",
+    "_installed",
+    "_grpc_hook",
+    bound="one each; the import hook of the gRPC runtime stays (wrapt takes none back): it patches "
+    "nothing while AutoGen is not instrumented",
+    size=lambda: (_support is not None) + (_installed is not None),
+    forget=_forget_installed,
+)
 
 
 def install_grpc_when_imported() -> None:

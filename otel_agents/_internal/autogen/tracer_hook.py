@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from opentelemetry import trace
 
+from otel_agents._internal import process_state
 from otel_agents._internal.autogen import wrapping
 from otel_agents._internal.tracing.globals import current, global_recording_provider
 from otel_agents._internal.tracing.placement import RunAwareTracerProvider
@@ -18,3 +19,10 @@ a span of a run goes to that run's pipeline, under the span that caused it; any 
 the global provider, as it would without otel-agents. After `uninstrument()`, the tracers AutoGen
 took from it before (a runtime built while instrumented keeps its tracer) start every span as the
 global provider's own tracers would, as AutoGen's would had it never been instrumented."""
+process_state.hold(
+    __name__,
+    "AUTOGEN_TRACERS",
+    bound="its tracers, one per name AutoGen asks for, cleared beyond TRACERS_KEPT",
+    size=AUTOGEN_TRACERS.tracers_kept,
+    forget=AUTOGEN_TRACERS.forget_tracers,
+)

@@ -26,6 +26,8 @@ from typing import Any, Final
 
 import wrapt
 
+from otel_agents._internal import process_state
+
 MARK: Final = "__otel_agents_wrapped__"
 _MISSING: Final = object()
 logger = logging.getLogger(__name__)
@@ -65,6 +67,26 @@ def trace_every_run(on: bool) -> None:
 
 def every_run() -> bool:
     return _every_run
+
+
+def _forget() -> None:
+    global _every_run
+    _every_run = False
+    restore_all()
+
+
+process_state.hold(
+    __name__,
+    "_ledger",
+    "_dormant",
+    "_active",
+    "_every_run",
+    "_restored",
+    bound="one entry per wrapped function, emptied by restore_all(); ours left inside another's wrapper "
+    "stays there asleep (theirs is not ours to undo); restore_all() is counted",
+    size=lambda: len(_ledger) + _every_run,
+    forget=_forget,
+)
 
 
 WrapperFunction = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]

@@ -18,6 +18,8 @@ import os
 import threading
 from collections.abc import Callable
 
+from otel_agents._internal import process_state
+
 logger = logging.getLogger(__name__)
 
 
@@ -83,3 +85,10 @@ def _quietly(job: Callable[[], object]) -> None:
 
 
 EXIT_THREAD = ExitThread()
+process_state.hold(
+    __name__,
+    "EXIT_THREAD",
+    bound="one idle daemon thread, started before the exit needs it (a new one may not start then); kept",
+    size=lambda: 0,
+    forget=None,
+)

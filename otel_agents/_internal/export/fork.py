@@ -8,6 +8,8 @@ import os
 import weakref
 from typing import Protocol
 
+from otel_agents._internal import process_state
+
 logger = logging.getLogger(__name__)
 
 
@@ -18,6 +20,13 @@ class _ResetInForkedChild(Protocol):
 _reset_in_forked_child: weakref.WeakSet[_ResetInForkedChild] = weakref.WeakSet()
 """What a forked child resets (health and processors alive at the fork): one fork hook for the
 process, however often `configure()` runs, and nothing kept alive by it."""
+process_state.hold(
+    __name__,
+    "_reset_in_forked_child",
+    bound="weak: each goes with its pipeline",
+    size=_reset_in_forked_child.__len__,
+    forget=None,
+)
 
 
 def _reset_after_fork() -> None:

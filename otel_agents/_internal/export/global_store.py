@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from opentelemetry import trace
 
+from otel_agents._internal import process_state
 from otel_agents._internal.config.settings import resolve_settings
 from otel_agents._internal.per_provider import PerProvider
 
 _stores_added: PerProvider[bool] = PerProvider()
+process_state.hold(
+    __name__,
+    "_stores_added",
+    bound="weak per provider; kept while the provider lives, else a store would be added to it twice",
+    size=_stores_added.__len__,
+    forget=None,
+)
 """Global providers the store was added to."""
 
 

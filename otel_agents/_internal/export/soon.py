@@ -21,6 +21,8 @@ import os
 import threading
 from typing import Any
 
+from otel_agents._internal import process_state
+
 logger = logging.getLogger(__name__)
 
 
@@ -98,3 +100,10 @@ class FlushSoon:
 
 FLUSH_SOON = FlushSoon()
 """The process's one flush thread."""
+process_state.hold(
+    __name__,
+    "FLUSH_SOON",
+    bound="one daemon thread (a forked child starts its own), while a flush is asked for",
+    size=lambda: len(FLUSH_SOON.pending()),
+    forget=FLUSH_SOON.stop,
+)

@@ -21,14 +21,15 @@ from opentelemetry import metrics
 from opentelemetry.context import Context
 
 from otel_agents._internal import keys as sc
+from otel_agents._internal import process_state
 from otel_agents._internal.per_provider import PerProvider
 from otel_agents._version import SCHEMA_URL, __version__
 
-TOKEN_BUCKETS: Final = [4.0**i for i in range(14)]  # 1, 4, 16, ... 67108864
-DURATION_BUCKETS: Final = [0.01 * 2**i for i in range(14)]  # 0.01 ... 81.92
-WORKFLOW_DURATION_BUCKETS: Final = [1.0, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200]
-RUN_COST_BUCKETS: Final = [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 50]
-RUN_MESSAGES_BUCKETS: Final = [float(2**i) for i in range(11)]  # 1, 2, 4, ... 1024
+TOKEN_BUCKETS: Final = tuple(4.0**i for i in range(14))  # 1, 4, 16, ... 67108864
+DURATION_BUCKETS: Final = tuple(0.01 * 2**i for i in range(14))  # 0.01 ... 81.92
+WORKFLOW_DURATION_BUCKETS: Final = (1.0, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200)
+RUN_COST_BUCKETS: Final = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 50)
+RUN_MESSAGES_BUCKETS: Final = tuple(float(2**i) for i in range(11))  # 1, 2, 4, ... 1024
 
 
 def _present(attributes: Mapping[str, Any]) -> dict[str, Any]:
@@ -74,6 +75,13 @@ class _SpanCounts:
 
 
 _span_counts: PerProvider[_SpanCounts] = PerProvider()
+process_state.hold(
+    __name__,
+    "_span_counts",
+    bound="weak per meter provider; kept while it lives (its gauges read them)",
+    size=_span_counts.__len__,
+    forget=None,
+)
 
 
 def _span_counts_of(

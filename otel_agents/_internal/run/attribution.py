@@ -27,6 +27,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import SpanContext, TraceFlags
 
 from otel_agents._internal import keys as sc
+from otel_agents._internal import process_state
 
 STATE_KEY: Final = "otel_agents"
 """The key of ours in a saved team or agent state (AutoGen ignores keys it does not know on load)."""
@@ -205,6 +206,20 @@ class Conversation:
 _conversations: weakref.WeakKeyDictionary[Any, Conversation] = weakref.WeakKeyDictionary()
 """Per team or agent, released with it (and at `reset()`)."""
 _lock = threading.Lock()
+
+
+def _forget_conversations() -> None:
+    with _lock:
+        _conversations.clear()
+
+
+process_state.hold(
+    __name__,
+    "_conversations",
+    bound="weak, per team or agent; its reset() forgets it",
+    size=lambda: len(_conversations),
+    forget=_forget_conversations,
+)
 
 
 def new_conversation_id() -> str:

@@ -25,6 +25,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from opentelemetry import context as otel_context
 
+from otel_agents._internal import process_state
 from otel_agents._internal.run.stop import CANCELLED, CONSUMER_CLOSED
 
 T = TypeVar("T")
@@ -57,6 +58,13 @@ def _safely(what: str, action: Callable[[], object]) -> None:
 
 _closing: set[asyncio.Task[None]] = set()
 """Closings of dropped streams under way (the loop keeps only weak references to tasks)."""
+process_state.hold(
+    __name__,
+    "_closing",
+    bound="each until its closing task is done",
+    size=lambda: len(_closing),
+    forget=_closing.clear,
+)
 
 
 class RunStream(Generic[T]):

@@ -15,6 +15,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind
 
 from otel_agents._internal import keys as sc
+from otel_agents._internal import process_state
 from otel_agents._internal.export.soon import FLUSH_SOON
 from otel_agents._internal.per_provider import PerProvider
 from otel_agents._internal.run.stop import COMPLETED, EARLY_STOPS, SHUTDOWN, StopKind, error_reason, stop_kind_of
@@ -41,6 +42,13 @@ def _autogen_types() -> tuple[type[TaskResult], type[ModelClientStreamingChunkEv
 
 
 _tracers: PerProvider[trace.Tracer] = PerProvider()
+process_state.hold(
+    __name__,
+    "_tracers",
+    bound="weak per provider: goes with its provider",
+    size=_tracers.__len__,
+    forget=_tracers.clear,
+)
 
 
 def _tracer(provider: trace.TracerProvider) -> trace.Tracer:
@@ -54,6 +62,20 @@ reference's callback): those of a pipeline that shuts down are ended as `shutdow
 `WeakSet`: copying it (`list(_open.values())`) is one C-level step, which neither another thread's
 run starting nor a run ended by the garbage collector in this thread can interrupt, where a
 `WeakSet`'s Python-level iteration raised "Set changed size during iteration" in both cases."""
+
+
+def _end_all() -> None:
+    end_open_runs(None)
+    _open.clear()
+
+
+process_state.hold(
+    __name__,
+    "_open",
+    bound="weak: each run leaves at its end, or when collected unended",
+    size=lambda: len(_open),
+    forget=_end_all,
+)
 
 
 def end_open_runs(provider: trace.TracerProvider | None) -> None:

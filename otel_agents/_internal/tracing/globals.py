@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from opentelemetry import metrics, trace
 
+from otel_agents._internal import process_state
 from otel_agents._internal.config.loop_limits import LoopLimits
 from otel_agents._internal.config.settings import RuntimeSpans, Settings, resolve_settings
 from otel_agents._internal.genai.loops import ResolvedLimits
@@ -94,6 +95,30 @@ _lock = threading.Lock()
 _latest: Recording | None = None
 _global_provider: _GlobalTracerProvider | None = None
 _view: Recording | None = None
+
+
+def _forget() -> None:
+    global _latest, _view
+    with _lock:
+        _latest = _view = None
+        if _global_provider is not None:
+            _global_provider.target = None
+
+
+process_state.hold(
+    __name__,
+    "_latest",
+    "_view",
+    "_global_provider",
+    bound="one each; the global delegating provider, once set, stays OpenTelemetry's global provider "
+    "(it takes one per process): forgetting leaves it without a target",
+    size=lambda: (
+        (_latest is not None)
+        + (_view is not None)
+        + (_global_provider is not None and _global_provider.target is not None)
+    ),
+    forget=_forget,
+)
 
 
 def _install_global(recording: Recording) -> None:

@@ -35,6 +35,7 @@ import inspect
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from types import MappingProxyType
 from typing import Any, Final, TypeVar
 
 from opentelemetry import context as otel_context
@@ -44,6 +45,7 @@ from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanK
 from opentelemetry.util import types
 
 from otel_agents._internal import keys as sc
+from otel_agents._internal import process_state
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.config.settings import RuntimeSpans
 from otel_agents._internal.tracing import publish_roots
@@ -72,6 +74,13 @@ class Role(enum.Enum):
 
 
 _stable_names: dict[str, str] = {}
+process_state.hold(
+    __name__,
+    "_stable_names",
+    bound=f"{_STABLE_NAMES_KEPT} names, then cleared",
+    size=lambda: len(_stable_names),
+    forget=_stable_names.clear,
+)
 
 
 def stable_runtime_span_name(name: str) -> str:
@@ -115,11 +124,13 @@ def _role(tracer_name: str, attributes: types.Attributes) -> Role:
     return Role.OTHER
 
 
-_KIND_OF_OPERATION: Final = {
-    ag.OPERATION_INVOKE_AGENT: sc.KIND_AGENT,
-    ag.OPERATION_CREATE_AGENT: sc.KIND_AGENT,
-    ag.OPERATION_EXECUTE_TOOL: sc.KIND_TOOL,
-}
+_KIND_OF_OPERATION: Final = MappingProxyType(
+    {
+        ag.OPERATION_INVOKE_AGENT: sc.KIND_AGENT,
+        ag.OPERATION_CREATE_AGENT: sc.KIND_AGENT,
+        ag.OPERATION_EXECUTE_TOOL: sc.KIND_TOOL,
+    }
+)
 
 
 def with_span_kind(tracer_name: str, attributes: types.Attributes) -> types.Attributes:
@@ -636,6 +647,13 @@ class RunAwareTracerProvider(trace.TracerProvider):
                 tracers.clear()
             tracer = tracers[key] = _tracer_class(instrumenting_module_name)(self, *key, None)
         return tracer
+
+    def tracers_kept(self) -> int:
+        return len(self._tracers)
+
+    def forget_tracers(self) -> None:
+        """Forget the tracers handed out (those in use go on working): `process_state.reset`."""
+        self._tracers = {}
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         flush = getattr(self.delegate(), "force_flush", None)

@@ -23,6 +23,8 @@ from typing import Any, Final
 
 from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, TraceFlags
 
+from otel_agents._internal import process_state
+
 PENDING_KEPT: Final = 4096
 """Published messages waiting for delivery, at most; a message published while that many wait gets
 its root at once (as without this module), so a burst of publishes queued before any delivery
@@ -90,6 +92,21 @@ class _Delivery(NonRecordingSpan):
 
 _pending: OrderedDict[int, Pending] = OrderedDict()
 _lock = threading.Lock()
+
+
+def _forget_all() -> None:
+    with _lock:
+        _pending.clear()
+
+
+process_state.hold(
+    __name__,
+    "_pending",
+    "_ids",
+    bound=f"{PENDING_KEPT} messages waiting for delivery, stale after {STALE_S:.0f} s; one id generator",
+    size=lambda: len(_pending),
+    forget=_forget_all,
+)
 
 
 def created(start_root: Callable[[int], Span]) -> Span | None:

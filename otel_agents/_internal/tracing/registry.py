@@ -31,6 +31,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, SpanContext
 
+from otel_agents._internal import process_state
 from otel_agents._internal.config.settings import RuntimeSpans
 from otel_agents._internal.tracing.state import Run
 
@@ -309,5 +310,28 @@ class Registry:
         """Placement entries kept, all traces together."""
         return len(self._nodes)
 
+    def held(self) -> int:
+        """Everything kept: placement entries, active runs, followed traces, ended spans remembered."""
+        return len(self._nodes) + len(self._runs_by_trace) + len(self._followed) + len(self._ended_ids)
+
+    def clear(self) -> None:
+        """Forget every run, followed trace and ended span (`process_state.reset`)."""
+        with self._lock:
+            for trail in [*(t for runs in self._runs_by_trace.values() for t in runs), *self._followed.values()]:
+                trail.run.ended = True
+            self._nodes.clear()
+            self._runs_by_trace.clear()
+            self._followed.clear()
+            self._ended.clear()
+            self._ended_ids.clear()
+            self.unplaced = 0
+
 
 REGISTRY: Final = Registry()
+process_state.hold(
+    __name__,
+    "REGISTRY",
+    bound="per run, released at its end; ended spans and followed traces bounded above",
+    size=REGISTRY.held,
+    forget=REGISTRY.clear,
+)
