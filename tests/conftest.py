@@ -62,11 +62,12 @@ def private_data_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
         monkeypatch.delenv(name, raising=False)
 
 
-@pytest.fixture(autouse=True)
-def process_as_found() -> Iterator[None]:
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     """Each test starts with the process as otel-agents found it: AutoGen uninstrumented, no
-    pipeline, no run, conversation or cache left by the test before (`process_state.reset()`)."""
-    yield
+    pipeline, no run, conversation or cache left by the test before (`process_state.reset()`).
+    After every fixture's teardown, so after `monkeypatch` has put back what a test patched (a
+    reset before that would leave a wrapper of ours it restored in place, outside the ledger)."""
     process_state.reset()
 
 

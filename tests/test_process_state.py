@@ -47,7 +47,6 @@ UNCHANGING: tuple[type, ...] = (
     types.MappingProxyType,
     re.Pattern,
     logging.Logger,
-    logging.Filter,  # its rule is its code
     typing.TypeVar,
     *_LOCKS,
 )
@@ -56,23 +55,41 @@ PER_CONTEXT: tuple[type, ...] = (contextvars.ContextVar, threading.local)
 """Values that hold state per context or per thread, released with it: not process state."""
 
 
+_FILTER_FIELDS = frozenset(vars(logging.Filter()))
+
+
 def unchanging(value: object) -> bool:
     """Whether `value` cannot change, holds state per context or thread only, or guards state."""
     if isinstance(value, UNCHANGING + PER_CONTEXT) or type(value) is object:  # `object()`: a sentinel
         return True
+    if isinstance(value, logging.Filter):  # a rule in code only, with no field of its own
+        return vars(value).keys() <= _FILTER_FIELDS
     if typing.get_origin(value) is not None or isinstance(value, types.UnionType):  # a type alias
         return True
     return dataclasses.is_dataclass(value) and not isinstance(value, type) and value.__dataclass_params__.frozen  # type: ignore[attr-defined]
+
+
+def _top_level(body: list[ast.stmt]) -> typing.Iterator[ast.stmt]:
+    """The statements run at import: those of the module and of its `if`, `try`, `with` and `for`
+    blocks, not those of its functions and classes."""
+    for node in body:
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                yield from _top_level(getattr(node, field, []))
 
 
 def module_level_names(source: str) -> tuple[set[str], set[str]]:
     """(the names a module assigns at its top level, the names its functions rebind with `global`)."""
     tree = ast.parse(source)
     assigned: set[str] = set()
-    for node in tree.body:
-        targets = (
-            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        )
+    for node in _top_level(tree.body):
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For)):
+            targets = [node.target]
+        else:
+            continue
         for target in targets:
             assigned.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
     rebound = {name for node in ast.walk(tree) if isinstance(node, ast.Global) for name in node.names}
@@ -122,8 +139,19 @@ def test_a_module_keeping_a_dict_without_declaring_it_is_found(tmp_path: Path, m
         "from typing import Final\n"
         "LIMIT: Final = 8\n"
         "_lock = threading.Lock()\n"
+        "import logging\n"
         "_cache: dict[str, str] = {}\n"
         "_count = 0\n"
+        "try:\n"
+        "    _seen = set()\n"
+        "except ImportError:\n"
+        "    pass\n"
+        "class _Once(logging.Filter):\n"
+        "    def __init__(self) -> None:\n"
+        "        super().__init__()\n"
+        "        self.seen = False\n"
+        "_once = _Once()\n"
+        "_quiet = logging.Filter()\n"
         "def count() -> None:\n"
         "    global _count\n"
         "    _count += 1\n"
@@ -131,10 +159,46 @@ def test_a_module_keeping_a_dict_without_declaring_it_is_found(tmp_path: Path, m
     monkeypatch.syspath_prepend(str(tmp_path))
     module = importlib.import_module("keeps_a_cache")
     try:
-        assert undeclared_state(module, set()) == ["keeps_a_cache._cache (dict)", "keeps_a_cache._count (int)"]
-        assert undeclared_state(module, {"_cache", "_count"}) == []
+        assert undeclared_state(module, set()) == [
+            "keeps_a_cache._cache (dict)",
+            "keeps_a_cache._count (int)",
+            "keeps_a_cache._once (_Once)",
+            "keeps_a_cache._seen (set)",
+        ], "a filter with a field of its own keeps state; one without does not"
+        assert undeclared_state(module, {"_cache", "_count", "_once", "_seen"}) == []
     finally:
         sys.modules.pop("keeps_a_cache", None)
+
+
+def test_every_declared_name_is_there() -> None:
+    every_module()
+    missing = [
+        f"{held.module}.{name}"
+        for held in process_state.held()
+        for name in held.names
+        if not hasattr(sys.modules[held.module], name)
+    ]
+    assert missing == []
+
+
+_ENUM_AND_PYDANTIC = frozenset(
+    {"_member_names_", "_member_map_", "_value2member_map_", "_unhashable_values_", "model_config"}
+)
+
+
+def test_no_class_of_ours_keeps_a_mutable_table_at_class_level() -> None:
+    """Class-level dicts, lists and sets are state shared by every instance, out of the modules'
+    sight: keep such state in a module and declare it."""
+    found = [
+        f"{module.__name__}.{cls.__name__}.{name}"
+        for module in every_module()
+        for cls in vars(module).values()
+        if isinstance(cls, type) and cls.__module__ == module.__name__
+        for name, value in vars(cls).items()
+        if isinstance(value, (dict, list, set, bytearray)) and name not in _ENUM_AND_PYDANTIC
+        if not (name.startswith("__") and name.endswith("__"))
+    ]
+    assert found == []
 
 
 def test_each_holding_module_is_in_the_contributors_table() -> None:
@@ -149,6 +213,8 @@ def test_each_holding_module_is_in_the_contributors_table() -> None:
 
 async def test_reset_forgets_what_a_run_left_behind() -> None:
     original_run_stream = BaseGroupChat.__dict__["run_stream"]
+    from otel_agents._internal.autogen import wrapping
+
     exporter = InMemorySpanExporter()
     otel_agents.configure(span_exporter=exporter, store=False, runtime_spans="nested")
     team = writers_room(max_messages=3)
@@ -167,12 +233,17 @@ async def test_reset_forgets_what_a_run_left_behind() -> None:
     } <= holding
     if threading.current_thread() is threading.main_thread():
         assert "sigterm" in holding
+    replaced = [(owner, name, owner.__dict__[name]) for owner, name in wrapping.replaced()]
+    assert len(replaced) > 10
 
     process_state.reset()
 
     left = {f"{held.module}{held.names}": held.size() for held in process_state.held() if held.forget and held.size()}
     assert left == {}
     assert BaseGroupChat.__dict__["run_stream"] is original_run_stream, "AutoGen is as found"
+    assert [f"{owner.__name__}.{name}" for owner, name, ours in replaced if owner.__dict__.get(name) is ours] == [], (
+        "every wrapper of ours is gone"
+    )
     assert not isinstance(signal.getsignal(signal.SIGTERM), SigtermHandler)
     assert not otel_agents.AutoGenInstrumentor().is_instrumented_by_opentelemetry
     assert any(span.name.startswith("invoke_workflow ") for span in exporter.get_finished_spans()), (

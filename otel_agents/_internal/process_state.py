@@ -3,8 +3,8 @@
 Each piece of state lives in the module that owns it (the layers keep it there: a lower layer may
 not reach up), and that module declares it here at import with `hold()`: the module-level names that
 hold it, what bounds it, how much it holds now, and how to forget it. So this module is the one
-place that knows the process state: `held()` lists it, `reset()` forgets all of it, upper layers
-first. `tests/test_process_state.py` fails when a module-level name that can change is not declared.
+place that knows the process state: `held()` lists it, `reset()` forgets all of it, the latest
+declared first. `tests/test_process_state.py` fails when a module-level name that can change is not declared.
 
 State that cannot be forgotten says so (`forget=None`) and why: what goes with its owner (weakly
 held) or what OpenTelemetry or Python allows to be set only once.

@@ -132,11 +132,17 @@ process_state.hold(
     __name__,
     "_support",
     "_installed",
-    "_grpc_hook",
-    bound="one each; the import hook of the gRPC runtime stays (wrapt takes none back): it patches "
-    "nothing while AutoGen is not instrumented",
+    bound="one each",
     size=lambda: (_support is not None) + (_installed is not None),
     forget=_forget_installed,
+)
+process_state.hold(
+    __name__,
+    "_grpc_hook",
+    bound="one import hook of the gRPC runtime, kept (wrapt takes none back): it patches nothing "
+    "while AutoGen is not instrumented",
+    size=lambda: int(_grpc_hook),
+    forget=None,
 )
 
 

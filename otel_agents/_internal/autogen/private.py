@@ -40,6 +40,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import Link
 from opentelemetry.util import types as otel_types
 
+from otel_agents._internal import process_state
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen import wrapping
 
@@ -90,11 +91,22 @@ def install_link_cache() -> None:
         wrapping.replace(_tracing, ag.TELEMETRY_LINKS_FUNCTION, _remember_links)
 
 
+_parsed_links: dict[tuple[str, str | None, object], tuple[Link]] = {}
+"""The links AutoGen parsed from an envelope's trace context, by that context (`_remember_links`)."""
+process_state.hold(
+    __name__,
+    "_parsed_links",
+    bound=f"{_LINKS_KEPT} trace contexts, then cleared",
+    size=lambda: len(_parsed_links),
+    forget=_parsed_links.clear,
+)
+
+
 def _remember_links(original: Callable[[Any], Sequence[Link] | None]) -> Callable[[Any], Sequence[Link] | None]:
     """The one patch that is not a wrapt wrapper (`wrapping.mark`ed instead): it is on the hottest
     path (some 36 calls a 5-message run), and wrapt's call of a module function costs some 6,700
     instructions more than a closure's (0.24 M of a replay run's 24.7 M, BENCHMARKS.md)."""
-    parsed: dict[tuple[str, str | None, object], tuple[Link]] = {}
+    parsed = _parsed_links
 
     @functools.wraps(original)
     def get_telemetry_links(metadata: Any) -> Sequence[Link] | None:

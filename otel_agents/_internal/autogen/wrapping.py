@@ -78,14 +78,20 @@ def _forget() -> None:
 process_state.hold(
     __name__,
     "_ledger",
-    "_dormant",
     "_active",
     "_every_run",
     "_restored",
-    bound="one entry per wrapped function, emptied by restore_all(); ours left inside another's wrapper "
-    "stays there asleep (theirs is not ours to undo); restore_all() is counted",
+    bound="one entry per wrapped function, emptied by restore_all(); restore_all() is counted",
     size=lambda: len(_ledger) + _every_run,
     forget=_forget,
+)
+process_state.hold(
+    __name__,
+    "_dormant",
+    bound="one entry per wrapper of ours restore_all() left inside another's wrapper (theirs is not "
+    "ours to undo): asleep there, woken by instrumenting again; kept",
+    size=lambda: len(_dormant),
+    forget=None,
 )
 
 

@@ -49,6 +49,10 @@ class ExitThread:
                 return
             self._thread = thread
 
+    def started(self) -> bool:
+        """Whether the idle thread is there."""
+        return self._thread is not None
+
     def run(self, job: Callable[[], object], seconds: float) -> bool:
         """Run `job` on another thread and wait for it `seconds` at most: a new thread, else the idle
         one; where neither is there, in the caller, unbounded. True if it finished in time."""
@@ -89,6 +93,6 @@ process_state.hold(
     __name__,
     "EXIT_THREAD",
     bound="one idle daemon thread, started before the exit needs it (a new one may not start then); kept",
-    size=lambda: 0,
+    size=lambda: int(EXIT_THREAD.started()),
     forget=None,
 )

@@ -9,6 +9,7 @@ from otel_agents._internal.config.settings import resolve_settings
 from otel_agents._internal.per_provider import PerProvider
 
 _stores_added: PerProvider[bool] = PerProvider()
+"""Global providers the store was added to."""
 process_state.hold(
     __name__,
     "_stores_added",
@@ -16,7 +17,6 @@ process_state.hold(
     size=_stores_added.__len__,
     forget=None,
 )
-"""Global providers the store was added to."""
 
 
 def store_into_global_provider() -> None:

@@ -30,6 +30,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+from otel_agents._internal import process_state
 from otel_agents._internal.config.params import SPAN_QUEUE_SIZE
 from otel_agents._internal.config.settings import Settings
 from otel_agents._internal.export import otel_conventions as otel
@@ -289,10 +290,26 @@ class _QueueFullOnce(logging.Filter):
         return True
 
 
+_queue_full_once = _QueueFullOnce()
+
+
 def quiet_queue_full_logs() -> None:
-    sdk_logger = logging.getLogger(otel.SDK_BATCH_LOGGER)
-    if not any(isinstance(f, _QueueFullOnce) for f in sdk_logger.filters):
-        sdk_logger.addFilter(_QueueFullOnce())
+    """Let the SDK's "Queue full" line through once a process (`configure()` calls this)."""
+    logging.getLogger(otel.SDK_BATCH_LOGGER).addFilter(_queue_full_once)  # once: the logger keeps a filter once
+
+
+def _loud_queue_full_logs() -> None:
+    logging.getLogger(otel.SDK_BATCH_LOGGER).removeFilter(_queue_full_once)
+    _queue_full_once.seen = False
+
+
+process_state.hold(
+    __name__,
+    "_queue_full_once",
+    bound="one filter on the SDK's batch logger, and whether it let its line through",
+    size=lambda: (_queue_full_once in logging.getLogger(otel.SDK_BATCH_LOGGER).filters) + _queue_full_once.seen,
+    forget=_loud_queue_full_logs,
+)
 
 
 def shutdown_within(actions: Sequence[Any], seconds: float) -> None:

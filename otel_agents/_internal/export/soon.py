@@ -74,6 +74,10 @@ class FlushSoon:
             self._pending.clear()
         self._wanted.set()
 
+    def running(self) -> bool:
+        """Whether the flush thread is there (or told to end and not yet gone)."""
+        return self._thread is not None
+
     def pending(self) -> list[Any]:
         """The providers asked for and not flushed yet."""
         with self._lock:
@@ -104,6 +108,6 @@ process_state.hold(
     __name__,
     "FLUSH_SOON",
     bound="one daemon thread (a forked child starts its own), while a flush is asked for",
-    size=lambda: len(FLUSH_SOON.pending()),
+    size=lambda: FLUSH_SOON.running() + len(FLUSH_SOON.pending()),
     forget=FLUSH_SOON.stop,
 )

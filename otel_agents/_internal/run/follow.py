@@ -58,12 +58,22 @@ def _safely(what: str, action: Callable[[], object]) -> None:
 
 _closing: set[asyncio.Task[None]] = set()
 """Closings of dropped streams under way (the loop keeps only weak references to tasks)."""
+
+
+def _forget_closing() -> None:
+    """Let go of closings that will never finish (their loop is closed) or have; one still running
+    on a live loop is kept, or the loop's weak reference would let it be collected mid-way."""
+    for task in list(_closing):
+        if task.done() or task.get_loop().is_closed():
+            _closing.discard(task)
+
+
 process_state.hold(
     __name__,
     "_closing",
-    bound="each until its closing task is done",
+    bound="each until its closing task is done (or its loop closed)",
     size=lambda: len(_closing),
-    forget=_closing.clear,
+    forget=_forget_closing,
 )
 
 

@@ -103,6 +103,7 @@ def _forget() -> None:
         _latest = _view = None
         if _global_provider is not None:
             _global_provider.target = None
+            _global_provider.forget_tracers()
 
 
 process_state.hold(
@@ -111,11 +112,12 @@ process_state.hold(
     "_view",
     "_global_provider",
     bound="one each; the global delegating provider, once set, stays OpenTelemetry's global provider "
-    "(it takes one per process): forgetting leaves it without a target",
+    "(it takes one per process): forgetting leaves it without a target and its tracers",
     size=lambda: (
         (_latest is not None)
         + (_view is not None)
         + (_global_provider is not None and _global_provider.target is not None)
+        + (_global_provider.tracers_kept() if _global_provider is not None else 0)
     ),
     forget=_forget,
 )

@@ -97,6 +97,7 @@ _lock = threading.Lock()
 def _forget_all() -> None:
     with _lock:
         _pending.clear()
+        _ids.clear()
 
 
 process_state.hold(
@@ -104,7 +105,7 @@ process_state.hold(
     "_pending",
     "_ids",
     bound=f"{PENDING_KEPT} messages waiting for delivery, stale after {STALE_S:.0f} s; one id generator",
-    size=lambda: len(_pending),
+    size=lambda: len(_pending) + len(_ids),
     forget=_forget_all,
 )
 

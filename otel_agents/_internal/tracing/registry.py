@@ -311,11 +311,15 @@ class Registry:
         return len(self._nodes)
 
     def held(self) -> int:
-        """Everything kept: placement entries, active runs, followed traces, ended spans remembered."""
-        return len(self._nodes) + len(self._runs_by_trace) + len(self._followed) + len(self._ended_ids)
+        """Everything kept: placement entries, active runs, followed traces, ended runs and their spans
+        remembered (not `unplaced`, a count)."""
+        return (
+            len(self._nodes) + len(self._runs_by_trace) + len(self._followed) + len(self._ended) + len(self._ended_ids)
+        )
 
     def clear(self) -> None:
-        """Forget every run, followed trace and ended span (`process_state.reset`)."""
+        """Forget every run, followed trace and ended span (`process_state.reset`); `unplaced` goes on
+        counting (a cumulative metric reads it, and must not go down)."""
         with self._lock:
             for trail in [*(t for runs in self._runs_by_trace.values() for t in runs), *self._followed.values()]:
                 trail.run.ended = True
@@ -324,14 +328,14 @@ class Registry:
             self._followed.clear()
             self._ended.clear()
             self._ended_ids.clear()
-            self.unplaced = 0
 
 
 REGISTRY: Final = Registry()
 process_state.hold(
     __name__,
     "REGISTRY",
-    bound="per run, released at its end; ended spans and followed traces bounded above",
+    bound="per run, released at its end; ended spans and followed traces bounded above; the count of "
+    "unplaced spans is cumulative",
     size=REGISTRY.held,
     forget=REGISTRY.clear,
 )
