@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import contextvars
 import dataclasses
+import enum
 import importlib
 import inspect
 import logging
@@ -181,9 +182,7 @@ def test_every_declared_name_is_there() -> None:
     assert missing == []
 
 
-_ENUM_AND_PYDANTIC = frozenset(
-    {"_member_names_", "_member_map_", "_value2member_map_", "_unhashable_values_", "model_config"}
-)
+_PYDANTIC_CONFIG = "model_config"
 
 
 def test_no_class_of_ours_keeps_a_mutable_table_at_class_level() -> None:
@@ -194,8 +193,9 @@ def test_no_class_of_ours_keeps_a_mutable_table_at_class_level() -> None:
         for module in every_module()
         for cls in vars(module).values()
         if isinstance(cls, type) and cls.__module__ == module.__name__
+        if not issubclass(cls, enum.Enum)  # its member tables are Python's, fixed when it is made
         for name, value in vars(cls).items()
-        if isinstance(value, (dict, list, set, bytearray)) and name not in _ENUM_AND_PYDANTIC
+        if isinstance(value, (dict, list, set, bytearray)) and name != _PYDANTIC_CONFIG
         if not (name.startswith("__") and name.endswith("__"))
     ]
     assert found == []
