@@ -16,8 +16,8 @@ from tests.support.backends import Backends, built_backends
 from tests.support.deploy import DEPLOY, collector_configs, load
 from tests.support.multi_host import in_jaegers_spelling
 
-# Jaeger v2 is released from the same tag as its v1 module: v1.76.0 is Jaeger 2.13.0.
-JAEGER_IMAGE_OF_MODULE = {"v1.76.0": "2.13.0"}
+# Jaeger v2 is released from the same tag as its v1 module: v1.75.0 is Jaeger 2.12.0.
+JAEGER_IMAGE_OF_MODULE = {"v1.75.0": "2.12.0"}
 # What deploy/collector/manifest.yaml leaves out, and why, is written there: these modules (or what
 # they import) are not served at the pinned release to the machines this project builds on.
 NOT_BUILDABLE_HERE = {"loadbalancing", "resourcedetection", "tail_sampling"}

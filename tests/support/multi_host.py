@@ -31,7 +31,7 @@ from tests.support.processes import free_port, launch, stop_process
 
 LAYOUT = DEPLOY / "multi-host"
 COMPONENT_KINDS = ("receivers", "processors", "exporters", "connectors", "extensions")
-# Collector v0.165's component types under the names Jaeger v1.76.0's pinned v0.140 libraries give them.
+# Collector v0.165's component types under the names Jaeger v1.75.0's pinned v0.140 libraries give them.
 JAEGER_SPELLING = {"otlp_grpc": "otlp", "span_metrics": "spanmetrics"}
 
 
