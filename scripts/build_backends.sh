@@ -27,8 +27,11 @@ mkdir -p "$bin_dir"
 exec 9>"$bin_dir/.build.lock"
 flock 9
 
+# Named by the module's version and the hash of go.mod and go.sum: the same version built against
+# other dependency versions (a go.mod tidied from another release's) is another binary.
 jaeger_version=$("$go" -C deploy/jaeger list -m -f '{{.Version}}' github.com/jaegertracing/jaeger)
-jaeger="$bin_dir/jaeger-$jaeger_version"
+jaeger_hash=$(cat deploy/jaeger/go.mod deploy/jaeger/go.sum | sha256sum | cut -c1-8)
+jaeger="$bin_dir/jaeger-$jaeger_version-$jaeger_hash"
 if [ ! -x "$jaeger" ]; then
   echo "building Jaeger $jaeger_version (module github.com/jaegertracing/jaeger) into $bin_dir" >&2
   started=$SECONDS

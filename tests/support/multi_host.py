@@ -5,7 +5,7 @@ gateway: the tail-sampling processor is not served to these machines at its rele
 
 Each config is deploy/'s own, rendered with other addresses, storage and names only: every
 listener on a free 127.0.0.1 port; Jaeger on memory storage in place of Elasticsearch; component
-types in the spelling of the Collector libraries Jaeger pins (v0.140, before `otlp` became
+types in the spelling of the Collector libraries Jaeger pins (v0.139, before `otlp` became
 `otlp_grpc` and `spanmetrics` became `span_metrics`); the gateway's `decision_wait`, a timing
 parameter, as the test asks. Pipelines, processors and policies stay as they are written.
 """
@@ -31,7 +31,7 @@ from tests.support.processes import free_port, launch, stop_process
 
 LAYOUT = DEPLOY / "multi-host"
 COMPONENT_KINDS = ("receivers", "processors", "exporters", "connectors", "extensions")
-# Collector v0.165's component types under the names Jaeger v1.75.0's pinned v0.140 libraries give them.
+# Collector v0.165's component types under the names Jaeger v1.75.0's pinned v0.139 libraries give them.
 JAEGER_SPELLING = {"otlp_grpc": "otlp", "span_metrics": "spanmetrics"}
 
 
