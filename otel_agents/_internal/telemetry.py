@@ -181,9 +181,10 @@ class Telemetry:
         if warn and self.dropped_spans:
             logger.warning("otel-agents: %d spans could not be delivered and were dropped", self.dropped_spans)
 
-    def undelivered(self) -> list[tuple[str, int]]:
-        """(destination, spans ended and not delivered there) of each exporter of ours missing some."""
-        return self._health.undelivered() if self._health is not None else []
+    def undelivered(self, *, unannounced: bool = False) -> list[tuple[str, int]]:
+        """(destination, spans ended and not delivered there) of each exporter of ours missing some;
+        `unannounced`: of those whose outage no warning has named (one warning per outage)."""
+        return self._health.undelivered(unannounced=unannounced) if self._health is not None else []
 
     def __enter__(self) -> Telemetry:
         return self
@@ -262,10 +263,10 @@ def activate(telemetry: Telemetry, *, set_global: bool) -> Telemetry | None:
 def _shutdown_at_exit() -> None:
     """Deliver what the latest pipeline holds when the process exits, within
     `OTEL_AGENTS_EXIT_TIMEOUT_S` (on the exit thread: `export/exit_thread.py`); say in one line how
-    many spans were not delivered. Runs still open are ended first (`shutdown`), whichever pipeline
-    records them: under `opentelemetry-instrument` the distro's provider shuts down after this
-    (exit handlers run last registered first, and the provider was made before otel-agents was
-    loaded)."""
+    many spans were not delivered, where no outage warning has said so already. Runs still open are
+    ended first (`shutdown`), whichever pipeline records them: under `opentelemetry-instrument` the
+    distro's provider shuts down after this (exit handlers run last registered first, and the
+    provider was made before otel-agents was loaded)."""
     FLUSH_SOON.stop()
     end_open_runs(None)
     latest = _latest
@@ -273,8 +274,8 @@ def _shutdown_at_exit() -> None:
         return
     seconds = latest.settings.exit_timeout_s
     EXIT_THREAD.run(lambda: latest.shutdown_within(seconds, warn=False), seconds)
-    lost = latest.undelivered()
-    if lost:  # one line, whatever the exporters said before it
+    lost = latest.undelivered(unannounced=True)
+    if lost:  # one line, whatever the exporters said before it; an outage already warned of, none
         logger.warning(
             "otel-agents: exiting with %d spans not delivered %s; they are dropped "
             "(the exit waits OTEL_AGENTS_EXIT_TIMEOUT_S=%g s at most)",

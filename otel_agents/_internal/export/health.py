@@ -17,6 +17,9 @@ class _Guarded(Protocol):
     @property
     def delivered_spans(self) -> int: ...
 
+    @property
+    def failing(self) -> bool: ...
+
 
 class Processor(Protocol):
     """What health reads of a span processor of ours (`pipeline.BoundedBatchSpanProcessor`)."""
@@ -47,10 +50,15 @@ class Health:
     def dropped_spans(self) -> int:
         return self.failed_export_spans + sum(p.dropped_before_export for p in self.processors)
 
-    def undelivered(self) -> list[tuple[str, int]]:
+    def undelivered(self, *, unannounced: bool = False) -> list[tuple[str, int]]:
         """(destination, spans ended and not delivered there) of each exporter missing some: spans
-        dropped, failed, still queued or still being exported."""
-        missing = [(p.guarded.destination, p.ended_spans - p.guarded.delivered_spans) for p in self.processors]
+        dropped, failed, still queued or still being exported. `unannounced`: only the exporters
+        not failing now (a failing one has said so in its outage warning)."""
+        missing = [
+            (p.guarded.destination, p.ended_spans - p.guarded.delivered_spans)
+            for p in self.processors
+            if not (unannounced and p.guarded.failing)
+        ]
         return [(destination, count) for destination, count in missing if count > 0]
 
     def add_failed(self, count: int) -> None:

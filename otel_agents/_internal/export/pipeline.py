@@ -86,6 +86,11 @@ class GuardedExporter(SpanExporter):
             with self._lock:
                 self._exporting -= 1
 
+    @property
+    def failing(self) -> bool:
+        """Whether the last export failed (its outage has been warned about once)."""
+        return self._failing
+
     def handed_while_exporting(self) -> int | None:
         """`handed_spans` while a batch is being exported, else None."""
         with self._lock:
