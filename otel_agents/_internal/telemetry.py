@@ -264,11 +264,12 @@ def _shutdown_at_exit() -> None:
     """Deliver what the latest pipeline holds when the process exits, within
     `OTEL_AGENTS_EXIT_TIMEOUT_S` (on the exit thread: `export/exit_thread.py`); say in one line how
     many spans were not delivered, where no outage warning has said so already. Runs still open are
-    ended first (`shutdown`), whichever pipeline records them: under `opentelemetry-instrument` the
-    distro's provider shuts down after this (exit handlers run last registered first, and the
-    provider was made before otel-agents was loaded)."""
+    ended first (`shutdown`, or `consumer_closed` when their consumer had left them), whichever
+    pipeline records them: under `opentelemetry-instrument` the distro's provider shuts down after
+    this (exit handlers run last registered first, and the provider was made before otel-agents was
+    loaded)."""
     FLUSH_SOON.stop()
-    end_open_runs(None)
+    end_open_runs(None, at_exit=True)
     latest = _latest
     if latest is None:
         return

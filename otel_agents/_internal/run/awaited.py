@@ -10,7 +10,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
-from otel_agents._internal.run.stop import CANCELLED
+from otel_agents._internal.run.stop import CANCELLED, CONSUMER_CLOSED, left_by_exit
 from otel_agents._internal.run.workflow import WorkflowSpan
 
 logger = logging.getLogger(__name__)
@@ -32,13 +32,16 @@ async def recorded(recorder: WorkflowSpan, call: Awaitable[Any], record: Callabl
     """Await `call` (an agent's `run` or `on_messages`) with the run's span current, then record
     what it returned; the run ends whatever happens."""
     token = otel_context.attach(recorder.context)
+    recorder.consumer_waiting, recorder.consumer_loop = True, asyncio.get_running_loop()
     try:
         result = await call
-    except asyncio.CancelledError:
-        recorder.stopped(CANCELLED)
-        raise
     except BaseException as exc:
-        recorder.failed(exc)
+        if left_by_exit(exc):  # the process exits by SystemExit: its caller left the run
+            recorder.stopped(CONSUMER_CLOSED)
+        elif isinstance(exc, asyncio.CancelledError):
+            recorder.stopped(CANCELLED)
+        else:
+            recorder.failed(exc)
         raise
     else:
         try:
@@ -47,6 +50,7 @@ async def recorded(recorder: WorkflowSpan, call: Awaitable[Any], record: Callabl
             logger.warning("otel-agents could not record the result of %r", recorder.run.workflow, exc_info=True)
         return result
     finally:
+        recorder.consumer_waiting = False
         otel_context.detach(token)
         try:
             recorder.end()

@@ -26,7 +26,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from opentelemetry import context as otel_context
 
 from otel_agents._internal import process_state
-from otel_agents._internal.run.stop import CANCELLED, CONSUMER_CLOSED
+from otel_agents._internal.run.stop import CANCELLED, CONSUMER_CLOSED, left_by_exit
 
 T = TypeVar("T")
 
@@ -39,6 +39,11 @@ class Recorder(Protocol):
     """What a `RunStream` reports to: the context to run the stream in, its items, how it ended."""
 
     context: otel_context.Context
+    consumer_waiting: bool
+    """Whether the consumer is waiting for the stream's next item."""
+    consumer_loop: asyncio.AbstractEventLoop | None
+    """The event loop the consumer iterates the stream in. A stream still open at exit whose loop
+    has closed while its consumer was not waiting for it was left by its consumer."""
 
     def on_item(self, item: object) -> None: ...
 
@@ -166,6 +171,9 @@ class RunStream(Generic[T]):
                 self._recorder = start()  # under the consumer's context: where the run starts
             except Exception:
                 logger.warning("otel-agents could not start tracing a run; it runs untraced", exc_info=True)
+            else:
+                if self._recorder is not None:
+                    self._recorder.consumer_loop = self._loop
         own = contextvars.copy_context()
         if self._recorder is not None:
             own.run(otel_context.attach, self._recorder.context)  # the run's span, current in there only
@@ -205,21 +213,28 @@ class RunStream(Generic[T]):
         if not self._started:
             self._begin()
         recorder = self._recorder
+        if recorder is not None:
+            recorder.consumer_waiting = True
         try:
             item: T = await _InContext(self._own, step)
         except BaseException as exc:  # reported, then raised unchanged
             self._done = True
-            if isinstance(exc, asyncio.CancelledError):
-                if recorder is not None:
+            leaving = left_by_exit(exc)
+            if recorder is not None:
+                recorder.consumer_waiting = False
+                if leaving:
+                    recorder.stopped(CONSUMER_CLOSED)
+                elif isinstance(exc, asyncio.CancelledError):
                     recorder.stopped(CANCELLED)
-                if self._cancel is not None:
-                    _safely("cancel the team", self._cancel)
-            elif recorder is not None and not isinstance(exc, StopAsyncIteration):
-                recorder.failed(exc)
+                elif not isinstance(exc, StopAsyncIteration):
+                    recorder.failed(exc)
+            if (leaving or isinstance(exc, asyncio.CancelledError)) and self._cancel is not None:
+                _safely("cancel the team", self._cancel)
             if recorder is not None:
                 _safely("end a span", recorder.end)
             raise
         if recorder is not None:
+            recorder.consumer_waiting = False
             _safely(f"record a {type(item).__name__}", lambda: recorder.on_item(item))
         return item
 
@@ -310,23 +325,23 @@ def _close_in_task(
     aclose = getattr(stream, "aclose", None)
     if aclose is None or own is None or loop is None:
         return False
-    task = loop.create_task(_close(own, aclose, then))
+    task = loop.create_task(_close(own, aclose))
     _closing.add(task)
     task.add_done_callback(_closing.discard)
+    if then is not None:
+        # A done callback, not a `finally` in the task: a task cancelled before its first step
+        # (a `sys.exit` in the loop body: `asyncio.run` cancels every task on its way out) never
+        # runs its body, but its callbacks run all the same.
+        task.add_done_callback(lambda _: _end(then))
     return True
 
 
-async def _close(
-    own: contextvars.Context, aclose: Callable[[], Awaitable[object]], then: Recorder | None = None
-) -> None:
-    """Close a dropped stream in its own context, in a task of its own; then end its recorder
-    (whatever the closing did: cancelled with the loop, or raising)."""
+async def _close(own: contextvars.Context, aclose: Callable[[], Awaitable[object]]) -> None:
+    """Close a dropped stream in its own context, in a task of its own."""
     try:
         await _InContext(own, aclose)
     except Exception:  # the stream's own error on the way out: nobody is there to take it
         logger.debug("otel-agents: a dropped stream raised while closing", exc_info=True)
-    finally:
-        _end(then)
 
 
 class _InContext:

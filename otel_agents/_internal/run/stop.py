@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final, Literal
@@ -56,3 +57,21 @@ def stop_kind_of(stop_reason: str | None) -> StopKind:
 
 def error_reason(exc: BaseException) -> str:
     return f"error: {type(exc).__name__}"
+
+
+def left_by_exit(exc: BaseException) -> bool:
+    """Whether `exc` leaves a run because the process exits by `SystemExit` (`sys.exit`, `exit()`,
+    in the app's code or in a signal handler): the `SystemExit` itself, or a cancellation raised
+    while one is being handled (`asyncio.run` cancels every task on its way out, and Python makes
+    the exception being handled the cancellation's `__context__`). Such a run was left by its
+    consumer: `consumer_closed`, as a `return` out of the loop would make it."""
+    if isinstance(exc, SystemExit):
+        return True
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    context, depth = exc.__context__, 0
+    while context is not None and depth < 8:  # a cancellation of a cancellation, at most a few deep
+        if isinstance(context, SystemExit):
+            return True
+        context, depth = context.__context__, depth + 1
+    return False
