@@ -67,6 +67,7 @@ source scripts/_phoenix.sh
 site=$(mktemp -d)
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$site"
 rm -rf "$site"
+newest_venv=""
 # The further runs first, when no pytest arguments are given: they need neither Jaeger nor the
 # Collector, so on a fresh machine they run while those still build.
 if [ $# -eq 0 ]; then
@@ -85,7 +86,9 @@ if [ $# -eq 0 ]; then
     .venv-autogen/bin/python -m pytest -q -p no:cacheprovider -m every_autogen
   done
   # Newer Pythons (requires-python is >=3.11): each one found here (on PATH, or pyenv's), with the
-  # newest versions of everything; a machine with Python 3.11 only says it skipped them.
+  # newest versions of everything; a machine with Python 3.11 only says it skipped them. The newest
+  # one found also runs the tests marked `newest_python` (the fault matrix), once the backends are
+  # built; without a newer Python the whole suite below runs them.
   for version in $(sed -e '/^#/d' ci/pythons.txt); do
     interpreter=""
     for candidate in "$(command -v "python$version" || true)" "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$version".*/bin/"python$version"; do
@@ -102,6 +105,7 @@ if [ $# -eq 0 ]; then
     ".venv-py$version/bin/python" -m pip install -q --disable-pip-version-check -e ".[test-core]"
     echo "== Python $(".venv-py$version/bin/python" -c 'import platform; print(platform.python_version())')"
     ".venv-py$version/bin/python" -m pytest -q -p no:cacheprovider -m every_python
+    newest_venv=".venv-py$version"
   done
 fi
 
@@ -116,6 +120,11 @@ case $built in
   3) echo "== Go is not installed: the tests of Jaeger and the Collector skip" ;;
   *) exit "$built" ;;
 esac
+
+if [ $# -eq 0 ] && [ -n "$newest_venv" ]; then
+  echo "== the newest Python, $("$newest_venv/bin/python" -c 'import platform; print(platform.python_version())'): the tests marked newest_python"
+  "$newest_venv/bin/python" -m pytest -q -p no:cacheprovider -m newest_python
+fi
 
 echo "== newest versions: the whole suite"
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
