@@ -17,7 +17,7 @@ endpoint that is down, answers 500, or comes back between two runs). Each cell a
 The cells: every way a run ends (19, the process returning, the backend up); every way the process
 ends mid-run (8: `sys.exit` with the stream dropped and kept, `raise SystemExit`, `sys.exit` in a
 signal handler, an unhandled exception, SIGINT, SIGTERM of a plain script and of uvicorn); every
-state of the backend (down, 500, recovering: 3); and the pairs that interact (5: SIGTERM and
+state of the backend (down, 500, recovering in the middle of a run: 3); and the pairs that interact (5: SIGTERM and
 `sys.exit` against a backend that is down, an unhandled exception against one answering 500, a
 model error against a backend that is down, a stream left early against one that is down):
 35 cells and 25 untraced runs, three at a time, in about 75 s. They run on the newest Python found
@@ -65,7 +65,8 @@ class Cell:
     ending: str
     exit: str = "returns"
     backend: str = "up"
-    """`up` (Jaeger), `down` (a closed port), `500`, `recovering` (down for the first run, up for the second)."""
+    """`up` (Jaeger), `down` (a closed port), `500`, `recovering` (down through the first run and the
+    start of the second, up from the middle of the second)."""
     stop_kinds: tuple[str, ...] = ()
     script: tuple[Reply, ...] = DRAFTS
     signal: int | None = None
@@ -133,7 +134,10 @@ CELLS = (
     # where the spans go
     Cell("max_messages", backend="down", stop_kinds=("max_messages",)),
     Cell("max_messages", backend="500", stop_kinds=("max_messages",)),
-    Cell("max_messages", backend="recovering", stop_kinds=("max_messages", "max_messages"), script=DRAFTS * 2),
+    Cell(
+        "max_messages", backend="recovering", stop_kinds=("max_messages", "max_messages"),
+        script=(Reply("draft"), Reply("notes"), Reply("draft 2"), Reply("notes 2", delay_s=1)),
+    ),
     # the pairs that interact
     Cell(
         "mid_run", "sigterm", "down", stop_kinds=("shutdown",), script=SLOW_SECOND, signal=signal.SIGTERM,
@@ -203,10 +207,11 @@ def run_app(
                     assert _waited_for(lambda: server.request_count >= 2, process), "the slow call never came"
                     time.sleep(0.3)  # the call is in flight: the app waits for its reply
                     process.send_signal(cell.signal)
-                if gate is not None:
+                if gate is not None:  # the backend comes back in the middle of the second run
                     assert _waited_for(lambda: "waiting" in _notes(workdir), process), "the first run never ended"
-                    gate.up()
                     (workdir / "gate").touch()
+                    assert _waited_for(lambda: server.request_count >= 4, process), "the second run never went on"
+                    gate.up()
                 process.wait(timeout=90)
             finally:
                 if process.poll() is None:
