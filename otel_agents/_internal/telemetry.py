@@ -163,6 +163,8 @@ class Telemetry:
 
         FLUSH_SOON.forget(self._sdk_tracer_provider)
         end_open_runs(self._sdk_tracer_provider)  # a run still open is ended (`shutdown`) and exported
+        if self._health is not None and not warn:  # the exit: its own line tells what was lost
+            self._health.quiet = True
         if self._health is not None:  # where no thread can start, each processor bounds itself
             for processor in self._health.processors:
                 processor.limit_shutdown(seconds)
@@ -264,12 +266,11 @@ def _shutdown_at_exit() -> None:
     """Deliver what the latest pipeline holds when the process exits, within
     `OTEL_AGENTS_EXIT_TIMEOUT_S` (on the exit thread: `export/exit_thread.py`); say in one line how
     many spans were not delivered, where no outage warning has said so already. Runs still open are
-    ended first (`shutdown`, or `consumer_closed` when their consumer had left them), whichever
-    pipeline records them: under `opentelemetry-instrument` the distro's provider shuts down after
-    this (exit handlers run last registered first, and the provider was made before otel-agents was
-    loaded)."""
+    ended first (`shutdown`), whichever pipeline records them: under `opentelemetry-instrument` the
+    distro's provider shuts down after this (exit handlers run last registered first, and the
+    provider was made before otel-agents was loaded)."""
     FLUSH_SOON.stop()
-    end_open_runs(None, at_exit=True)
+    end_open_runs(None)
     latest = _latest
     if latest is None:
         return

@@ -16,7 +16,6 @@ logging configuration stays as it was, and no log record is made that it would n
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import logging
@@ -76,10 +75,6 @@ class ModelCall:
     """One model call, from its start to its result or exception: its `chat {model}` span and
     `gen_ai.client.*` metrics (through util-genai, `genai.inference`), its cost, and its share of
     the run's totals."""
-
-    consumer_waiting = False
-    """Set by the stream that follows a streamed call (nothing reads it of a call)."""
-    consumer_loop: asyncio.AbstractEventLoop | None = None
 
     def __init__(
         self,

@@ -18,7 +18,7 @@ class _Guarded(Protocol):
     def delivered_spans(self) -> int: ...
 
     @property
-    def failing(self) -> bool: ...
+    def outage_warned(self) -> bool: ...
 
 
 class Processor(Protocol):
@@ -44,6 +44,9 @@ class Health:
 
     failed_export_spans: int = 0
     processors: list[Processor] = field(default_factory=list)
+    quiet: bool = False
+    """Set as the exit shuts the pipeline down: an export it cuts short warns of no outage (the
+    exit says in one line what was not delivered)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -53,11 +56,11 @@ class Health:
     def undelivered(self, *, unannounced: bool = False) -> list[tuple[str, int]]:
         """(destination, spans ended and not delivered there) of each exporter missing some: spans
         dropped, failed, still queued or still being exported. `unannounced`: only the exporters
-        not failing now (a failing one has said so in its outage warning)."""
+        whose outage under way no warning has named (one warning per outage)."""
         missing = [
             (p.guarded.destination, p.ended_spans - p.guarded.delivered_spans)
             for p in self.processors
-            if not (unannounced and p.guarded.failing)
+            if not (unannounced and p.guarded.outage_warned)
         ]
         return [(destination, count) for destination, count in missing if count > 0]
 

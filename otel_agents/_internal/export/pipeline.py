@@ -55,6 +55,7 @@ class GuardedExporter(SpanExporter):
         self._policy = policy
         self._health = health
         self._failing = False
+        self._warned = False
         self._lock = threading.Lock()
         self._closed = False
         self._closes_at: float | None = None
@@ -87,9 +88,9 @@ class GuardedExporter(SpanExporter):
                 self._exporting -= 1
 
     @property
-    def failing(self) -> bool:
-        """Whether the last export failed (its outage has been warned about once)."""
-        return self._failing
+    def outage_warned(self) -> bool:
+        """Whether the outage under way (the last export failed) has been warned about."""
+        return self._warned
 
     def handed_while_exporting(self) -> int | None:
         """`handed_spans` while a batch is being exported, else None."""
@@ -103,13 +104,16 @@ class GuardedExporter(SpanExporter):
         except Exception as error:
             result, reason = SpanExportResult.FAILURE, type(error).__name__
         if result is SpanExportResult.SUCCESS:
-            self._failing = False
+            self._failing = self._warned = False
             with self._lock:
                 self.delivered_spans += len(spans)
             return result
         self._health.add_failed(len(spans))
         if not self._failing:
             self._failing = True
+            if self._health.quiet:  # the exit's shutdown cut it short: the exit's own line tells
+                return SpanExportResult.FAILURE
+            self._warned = True
             logger.warning(
                 "otel-agents: could not export spans to %s (%s); dropping them until it recovers "
                 "(%d dropped so far, counted in otel_agents.spans.dropped)",

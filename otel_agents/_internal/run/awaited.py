@@ -32,7 +32,6 @@ async def recorded(recorder: WorkflowSpan, call: Awaitable[Any], record: Callabl
     """Await `call` (an agent's `run` or `on_messages`) with the run's span current, then record
     what it returned; the run ends whatever happens."""
     token = otel_context.attach(recorder.context)
-    recorder.consumer_waiting, recorder.consumer_loop = True, asyncio.get_running_loop()
     try:
         result = await call
     except BaseException as exc:
@@ -50,7 +49,6 @@ async def recorded(recorder: WorkflowSpan, call: Awaitable[Any], record: Callabl
             logger.warning("otel-agents could not record the result of %r", recorder.run.workflow, exc_info=True)
         return result
     finally:
-        recorder.consumer_waiting = False
         otel_context.detach(token)
         try:
             recorder.end()

@@ -39,11 +39,6 @@ class Recorder(Protocol):
     """What a `RunStream` reports to: the context to run the stream in, its items, how it ended."""
 
     context: otel_context.Context
-    consumer_waiting: bool
-    """Whether the consumer is waiting for the stream's next item."""
-    consumer_loop: asyncio.AbstractEventLoop | None
-    """The event loop the consumer iterates the stream in. A stream still open at exit whose loop
-    has closed while its consumer was not waiting for it was left by its consumer."""
 
     def on_item(self, item: object) -> None: ...
 
@@ -171,9 +166,6 @@ class RunStream(Generic[T]):
                 self._recorder = start()  # under the consumer's context: where the run starts
             except Exception:
                 logger.warning("otel-agents could not start tracing a run; it runs untraced", exc_info=True)
-            else:
-                if self._recorder is not None:
-                    self._recorder.consumer_loop = self._loop
         own = contextvars.copy_context()
         if self._recorder is not None:
             own.run(otel_context.attach, self._recorder.context)  # the run's span, current in there only
@@ -213,15 +205,12 @@ class RunStream(Generic[T]):
         if not self._started:
             self._begin()
         recorder = self._recorder
-        if recorder is not None:
-            recorder.consumer_waiting = True
         try:
             item: T = await _InContext(self._own, step)
         except BaseException as exc:  # reported, then raised unchanged
             self._done = True
             leaving = left_by_exit(exc)
             if recorder is not None:
-                recorder.consumer_waiting = False
                 if leaving:
                     recorder.stopped(CONSUMER_CLOSED)
                 elif isinstance(exc, asyncio.CancelledError):
@@ -234,7 +223,6 @@ class RunStream(Generic[T]):
                 _safely("end a span", recorder.end)
             raise
         if recorder is not None:
-            recorder.consumer_waiting = False
             _safely(f"record a {type(item).__name__}", lambda: recorder.on_item(item))
         return item
 

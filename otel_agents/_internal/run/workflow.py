@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import threading
@@ -21,7 +20,6 @@ from otel_agents._internal.export.soon import FLUSH_SOON
 from otel_agents._internal.per_provider import PerProvider
 from otel_agents._internal.run.stop import (
     COMPLETED,
-    CONSUMER_CLOSED,
     EARLY_STOPS,
     SHUTDOWN,
     StopKind,
@@ -87,19 +85,15 @@ process_state.hold(
 )
 
 
-def end_open_runs(provider: trace.TracerProvider | None, *, at_exit: bool = False) -> None:
+def end_open_runs(provider: trace.TracerProvider | None) -> None:
     """End every run (and nested team) still open whose spans `provider` records (None: every
     one): stop kind and reason `shutdown`, nested teams first. Called when the pipeline shuts
-    down, and when the process exits. `at_exit`: the process is exiting, and a run whose consumer
-    was not waiting for its next item when its event loop closed was left by it (a stream kept in
-    a variable, or held by the traceback of the `SystemExit` that left the loop; `asyncio.run`
-    closes its loop on the way out): `consumer_closed`. A run whose loop is still open could still
-    be iterated: `shutdown`."""
+    down, and when the process exits."""
     alive = [w for w in (ref() for ref in list(_open.values())) if w is not None]
     open_now = sorted((w for w in alive if provider is None or w.run.provider is provider), key=lambda w: w.is_root)
     for workflow in open_now:
         try:
-            workflow.stopped(CONSUMER_CLOSED if at_exit and workflow.left_by_consumer() else SHUTDOWN)
+            workflow.stopped(SHUTDOWN)
             workflow.end()
         except Exception:  # shutting down goes on whatever one run does
             logger.warning("otel-agents could not end a run at shutdown", exc_info=True)
@@ -187,17 +181,8 @@ class WorkflowSpan:
         self._ending = threading.Lock()
         self.at_first_item: Callable[[], None] | None = None
         """Called once, at the first item (the run really started)."""
-        self.consumer_waiting = False
-        """Whether the run's consumer waits for its next item (or for its awaited call) now."""
-        self.consumer_loop: asyncio.AbstractEventLoop | None = None
-        """The event loop its consumer iterates it in (or awaits it in)."""
         key = id(self)
         _open[key] = weakref.ref(self, lambda _, key=key: _open.pop(key, None))  # type: ignore[misc]
-
-    def left_by_consumer(self) -> bool:
-        """Whether the consumer has left the run for good: not waiting for it, its loop closed."""
-        loop = self.consumer_loop
-        return not self.consumer_waiting and loop is not None and loop.is_closed()
 
     def on_item(self, item: object, *, timed: bool = True) -> None:
         """Record one streamed item: a message span (root only), usage, and the final result.
