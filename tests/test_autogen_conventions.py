@@ -377,6 +377,7 @@ async def test_every_stop_message_maps_to_its_kind() -> None:
     "STREAM_CHUNK_CLASS",
     "TASK_RESULT_CLASS",
     "TOOL_CALL_REQUEST_CLASS",
+    "TOOL_CALL_SUMMARY_CLASS",
 )
 def test_classes_read_by_name() -> None:
     import autogen_agentchat.base as base
@@ -392,6 +393,8 @@ def test_classes_read_by_name() -> None:
     assert messages.ModelClientStreamingChunkEvent.__name__ == ag.STREAM_CHUNK_CLASS
     assert base.TaskResult.__name__ == ag.TASK_RESULT_CLASS
     assert messages.ToolCallRequestEvent.__name__ == ag.TOOL_CALL_REQUEST_CLASS
+    assert messages.ToolCallSummaryMessage.__name__ == ag.TOOL_CALL_SUMMARY_CLASS
+    assert issubclass(messages.ToolCallSummaryMessage, messages.BaseChatMessage)
 
 
 @pins("MODEL_CLIENT_PROVIDERS")

@@ -60,6 +60,14 @@ MESSAGE_OUTPUT_TOKENS: Final = "otel_agents.message.output_tokens"
 `gen_ai.usage.*` over a trace counts each token once)."""
 USAGE_UNKNOWN_CALLS: Final = "otel_agents.usage.unknown_calls"
 """Model calls of a run whose client reported no usage (a stream without usage): absent when 0."""
+RUN_TURNS: Final = "otel_agents.turns"
+"""Agent turns (`invoke_agent` spans) of the run, a nested team's included."""
+CONTEXT_GROWTH: Final = "otel_agents.context.growth_tokens_per_turn"
+"""Least-squares slope of the input tokens of each turn's first model call, over the turns in
+order; absent under 3 such turns."""
+REPEATS: Final = "otel_agents.repeats"
+"""Repeats in the run, each beyond the first: chat messages (equal text from the same agent) plus
+tool calls (the same tool with the same arguments)."""
 
 # otel-agents: runaway loops
 LOOP_DETECTED_EVENT: Final = "otel_agents.loop_detected"
@@ -73,3 +81,9 @@ MESSAGE_INDEX: Final = "otel_agents.message.index"
 MESSAGE_TYPE: Final = "otel_agents.message.type"
 MESSAGE_LATENCY_MS: Final = "otel_agents.message.latency_ms"
 MESSAGE_CONTENT: Final = "otel_agents.message.content"
+MESSAGE_FINGERPRINT: Final = "otel_agents.message.fingerprint"
+"""16 hex: a keyed BLAKE2b of the item's text (`genai/fingerprints.py`), equal for equal texts."""
+
+# otel-agents: one tool call
+TOOL_FINGERPRINT: Final = "otel_agents.tool.fingerprint"
+"""16 hex: a keyed BLAKE2b of the tool's name and its arguments as canonical JSON."""

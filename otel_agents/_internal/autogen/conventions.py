@@ -152,6 +152,9 @@ LLM_MESSAGE_ROLES: Final[Mapping[str, str]] = types.MappingProxyType(
 STREAM_CHUNK_CLASS: Final = "ModelClientStreamingChunkEvent"
 TASK_RESULT_CLASS: Final = "TaskResult"
 TOOL_CALL_REQUEST_CLASS: Final = "ToolCallRequestEvent"
+TOOL_CALL_SUMMARY_CLASS: Final = "ToolCallSummaryMessage"
+"""The chat message an agent answers a tool call with (its results, as text): a repeat of it is
+its tool call's repeat, counted once, as the tool call."""
 
 MODEL_CLIENT_PROVIDERS: Final[Mapping[str, str]] = types.MappingProxyType(
     {

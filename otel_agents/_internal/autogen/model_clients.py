@@ -122,6 +122,11 @@ class ModelCall:
     def agent(self) -> str | None:
         return self.node.agent if self.node is not None and not self.node.is_runtime else None
 
+    @property
+    def turn(self) -> int | None:
+        """The span id of the agent turn the call was made in (None: made by no agent)."""
+        return self.node.anchor.span_id if self.agent is not None and self.node is not None else None
+
     def on_item(self, item: object) -> None:
         if type(item).__name__ == ag.CREATE_RESULT_CLASS:
             self._result = cast("CreateResult", item)
@@ -165,6 +170,7 @@ class ModelCall:
                     input_tokens=input_tokens,
                     output_tokens=output_tokens,
                     cost_usd=cost,
+                    turn=self.turn,
                 )
         content: dict[str, str] = {}
         if self._content.enabled:

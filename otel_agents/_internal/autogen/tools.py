@@ -1,8 +1,10 @@
-"""Tool arguments and results on AutoGen's `execute_tool` spans, when content capture is on.
+"""What AutoGen's `execute_tool` spans carry of ours: the call's fingerprint, and, when content
+capture is on, the tool's arguments and result.
 
 AutoGen's `BaseTool.run_json` opens the `execute_tool` span and calls the tool's `run` inside it.
-`run` is wrapped on every `BaseTool` subclass that defines it (once per class): arguments are
-recorded before the tool runs, the result after, both through the content policy.
+`run` is wrapped on every `BaseTool` subclass that defines it (once per class): the fingerprint
+(the tool's name and its parsed arguments, `genai/fingerprints.py`) and the arguments are recorded
+before the tool runs, the result after, content through the content policy.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen import wrapping
 from otel_agents._internal.autogen.wrapping import on_subclass, wrap_subclasses
 from otel_agents._internal.genai.content import ContentPolicy
+from otel_agents._internal.genai.fingerprints import tool_fingerprint
 from otel_agents._internal.tracing.globals import current
+from otel_agents._internal.tracing.registry import REGISTRY
 
 logger = logging.getLogger(__name__)
 
@@ -44,15 +48,29 @@ def _record(span: Span, policy: ContentPolicy, key: str, value: Callable[[], str
         logger.debug("otel-agents could not record tool content", exc_info=True)
 
 
+def _fingerprint(span: Span, name: str, arguments: Any) -> None:
+    """The call's fingerprint on its span, and counted by its run (a repeat when made before)."""
+    try:
+        fingerprint = tool_fingerprint(name, arguments)
+        span.set_attribute(sc.TOOL_FINGERPRINT, fingerprint)
+        node = REGISTRY.lookup(span.get_span_context())
+        if node is not None:
+            node.run.add_said("", fingerprint)
+    except Exception:
+        logger.debug("otel-agents could not fingerprint a tool call", exc_info=True)
+
+
 @wrapping.method_wrapper
 async def _wrap_run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     span, policy = (_tool_span() if wrapping.active() else None), None
     if span is not None:
         policy = _policy()
-    if span is not None and policy is not None:
         arguments = args[0] if args else kwargs.get(ag.TOOL_RUN_ARGUMENTS)
         dump = getattr(arguments, "model_dump", None)
-        _record(span, policy, sc.GEN_AI_TOOL_CALL_ARGUMENTS, lambda: policy.json(dump() if dump else arguments))
+        parsed = dump() if dump else arguments
+        _fingerprint(span, str(getattr(instance, "name", type(instance).__name__)), parsed)
+    if span is not None and policy is not None:
+        _record(span, policy, sc.GEN_AI_TOOL_CALL_ARGUMENTS, lambda: policy.json(parsed))
     result = await wrapped(*args, **kwargs)
     if span is not None and policy is not None:
         as_string = getattr(instance, "return_value_as_string", str)

@@ -16,7 +16,10 @@ from opentelemetry.trace import Link, SpanKind
 
 from otel_agents._internal import keys as sc
 from otel_agents._internal import process_state
+from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.export.soon import FLUSH_SOON
+from otel_agents._internal.genai.fingerprints import text_fingerprint
+from otel_agents._internal.genai.growth import growth_per_turn
 from otel_agents._internal.per_provider import PerProvider
 from otel_agents._internal.run.stop import (
     COMPLETED,
@@ -33,19 +36,28 @@ from otel_agents._version import SCHEMA_URL, __version__
 
 if TYPE_CHECKING:
     from autogen_agentchat.base import Response, TaskResult
-    from autogen_agentchat.messages import ModelClientStreamingChunkEvent
+    from autogen_agentchat.messages import BaseChatMessage, ModelClientStreamingChunkEvent
 
 _TRACER_NAME = "otel_agents"
 
 logger = logging.getLogger(__name__)
 
 
-def _autogen_types() -> tuple[type[TaskResult], type[ModelClientStreamingChunkEvent], type[Response], type[Any]]:
+def _autogen_types() -> tuple[
+    type[TaskResult], type[ModelClientStreamingChunkEvent], type[Response], type[Any], type[BaseChatMessage]
+]:
     # Imported when a run starts, not when otel_agents is imported: AutoGen is loaded by then.
     from autogen_agentchat.base import Response, TaskResult
-    from autogen_agentchat.messages import HandoffMessage, ModelClientStreamingChunkEvent
+    from autogen_agentchat.messages import BaseChatMessage, HandoffMessage, ModelClientStreamingChunkEvent
 
-    return TaskResult, ModelClientStreamingChunkEvent, Response, HandoffMessage
+    return TaskResult, ModelClientStreamingChunkEvent, Response, HandoffMessage, BaseChatMessage
+
+
+def _text_of(item: object) -> str | None:
+    """An item's text, as the message span's content and fingerprint have it."""
+    to_text = getattr(item, "to_text", None)
+    text = to_text() if callable(to_text) else getattr(item, "content", None)
+    return text if isinstance(text, str) else None
 
 
 _tracers: PerProvider[trace.Tracer] = PerProvider()
@@ -136,7 +148,13 @@ class WorkflowSpan:
         self.run = run
         self.is_root = is_root = within is None
         self._single_agent = single_agent
-        self._task_result_type, self._chunk_type, self._response_type, self._handoff_type = _autogen_types()
+        (
+            self._task_result_type,
+            self._chunk_type,
+            self._response_type,
+            self._handoff_type,
+            self._chat_message_type,
+        ) = _autogen_types()
         self._spans = _tracer(run.provider)
         self._last_ns = self._start_ns = time.time_ns()
         attributes_given = attributes
@@ -227,6 +245,12 @@ class WorkflowSpan:
             if usage is not None:  # not gen_ai.usage.*: the chat spans hold those, counted once
                 attributes[sc.MESSAGE_INPUT_TOKENS] = usage.prompt_tokens
                 attributes[sc.MESSAGE_OUTPUT_TOKENS] = usage.completion_tokens
+            text = _text_of(item)  # read once: its fingerprint, and its content when captured
+            if text is not None:
+                fingerprint = text_fingerprint(text)
+                attributes[sc.MESSAGE_FINGERPRINT] = fingerprint
+                if isinstance(item, self._chat_message_type) and type(item).__name__ != ag.TOOL_CALL_SUMMARY_CLASS:
+                    self.run.add_said(source, fingerprint)  # a tool call's summary repeats as its tool call
             # under the turn that yielded it (items no turn yielded: under the run), never
             # starting before it
             producer = self.run.producer_of(item)
@@ -239,9 +263,7 @@ class WorkflowSpan:
             )
             content = self.run.content
             if content.enabled:
-                to_text = getattr(item, "to_text", None)
-                text = to_text() if callable(to_text) else getattr(item, "content", None)
-                if isinstance(text, str):
+                if text is not None:
                     content.record(message_span, {sc.MESSAGE_CONTENT: content.text(text)}, "otel_agents.message")
                     if content.on_span:  # the run's input (the task) and output (the last word)
                         if index == 0:
@@ -321,6 +343,14 @@ class WorkflowSpan:
             attributes[sc.COST_USD] = totals.cost_usd
         if self.is_root and totals.unknown_calls:
             attributes[sc.USAGE_UNKNOWN_CALLS] = totals.unknown_calls
+        if self.is_root:
+            run = self.run
+            attributes[sc.RUN_TURNS] = run.turns
+            attributes[sc.REPEATS] = run.repeats
+            growth = growth_per_turn(list(run.first_inputs.values()))
+            if growth is not None:
+                attributes[sc.CONTEXT_GROWTH] = growth
+            run.forget_figures()  # what they were counted from goes with the run's end
         if self.stop_reason is not None:
             attributes[sc.STOP_REASON] = self.stop_reason
         if self._output is not None:

@@ -67,6 +67,16 @@ class Run:
     """What `run_attributes(attributes=...)` gave the run (candidates for metric labels)."""
     produced: dict[int, tuple[object, trace.SpanContext, int]] = field(default_factory=dict)
     """id(item) -> (the item, the turn that yielded it, when): read once as its message span is made."""
+    turns: int = 0
+    """Agent turns placed in the run (a nested team's included)."""
+    first_inputs: dict[int, int] = field(default_factory=dict)
+    """Turn span id -> the input tokens of its first model call that reported usage, in the order
+    of those calls (the context each turn started from)."""
+    said: set[tuple[str, str]] = field(default_factory=set)
+    """(agent, fingerprint) of each chat message, ("", fingerprint) of each tool call, said or made
+    in the run: one entry per distinct one, released with the run (repeats are counted exactly)."""
+    repeats: int = 0
+    """Chat messages and tool calls of the run that repeat an earlier one (each beyond the first)."""
 
     def mark_produced(self, item: object, turn: trace.SpanContext, at_ns: int) -> None:
         """`turn` yielded `item` at `at_ns` (its message span goes under that turn)."""
@@ -94,6 +104,27 @@ class Run:
     def instruments(self) -> Instruments | None:
         return self.recording.instruments if self.recording is not None else None
 
+    def add_turn(self) -> None:
+        """An agent turn of the run started."""
+        if not self.ended:
+            self.turns += 1
+
+    def add_said(self, who: str, fingerprint: str) -> None:
+        """A chat message `who` said, or a tool call (`who` empty), by its fingerprint: a repeat
+        when the run has seen it before."""
+        if self.ended:
+            return
+        key = (who, fingerprint)
+        if key in self.said:
+            self.repeats += 1
+        else:
+            self.said.add(key)
+
+    def forget_figures(self) -> None:
+        """Let go of what the run's turns, repeats and context growth were counted from."""
+        self.said = set()
+        self.first_inputs = {}
+
     def add_call(
         self,
         *,
@@ -103,9 +134,11 @@ class Run:
         output_tokens: int,
         cost_usd: float | None,
         usage_known: bool = True,
+        turn: int | None = None,
     ) -> None:
         """One model call of the run, counted once (calls ending after the run are not).
-        `usage_known=False`: the client reported none; the run then has no cost."""
+        `usage_known=False`: the client reported none; the run then has no cost. `turn`: the span
+        id of the agent turn it was made in (None: made by no agent, such as speaker selection)."""
         if self.ended:
             return
         totals = self.totals
@@ -114,6 +147,8 @@ class Run:
             totals.unknown_calls += 1
             totals.cost_usd = None
             return
+        if turn is not None and turn not in self.first_inputs:
+            self.first_inputs[turn] = input_tokens
         totals.input_tokens += input_tokens
         totals.output_tokens += output_tokens
         totals.cost_usd = None if cost_usd is None or totals.cost_usd is None else totals.cost_usd + cost_usd
