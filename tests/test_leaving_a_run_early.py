@@ -160,3 +160,77 @@ def test_a_run_left_by_system_exit_is_stored_and_the_exit_code_stands(tmp_path: 
     assert [run.stop_kind for run in runs] == [stop_kind], err[-3000:]
     assert [run.stop_reason for run in runs] == [stop_kind]
     assert not [line for line in err.splitlines() if line.startswith("otel-agents")], err[-3000:]
+
+
+IDLE_THREADS_OF_OURS = (("soon.py", "_work"), ("exit_thread.py", "_wait"))
+"""Where otel-agents' own threads wait while idle (the flush thread, the exit's thread)."""
+
+
+def stuck_in_our_code(dump: str) -> list[str]:
+    """The frames of otel-agents in a faulthandler dump of every thread, but for the idle waits of
+    its own threads: where a deadlock of ours would show."""
+    frames = [line.strip() for line in dump.splitlines() if "/otel_agents/" in line]
+    return [f for f in frames if not any(file in f and f.endswith(f"in {fn}") for file, fn in IDLE_THREADS_OF_OURS)]
+
+
+def exit_somewhere(workdir: Path, after_s: float) -> tuple[subprocess.CompletedProcess[str], Path] | None:
+    """Run the app until its SIGALRM; None when it is still running 20 s later with nothing of ours
+    busy (AutoGen's own runtime does not always finish cancelling its tasks after a SystemExit
+    lands in them: the untraced app hangs so too, some 2 times in 30)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(
+        EXIT_AFTER_S=str(after_s),
+        OTEL_AGENTS_STORE=str(workdir / "store"),
+        OTEL_METRICS_EXPORTER="none",
+        PYTHONPATH=str(ROOT),
+        PYTHONFAULTHANDLER="1",  # a process still running after the timeout says where each thread is
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.exit_anywhere_app"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        out, err = process.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        out, err = process.communicate(timeout=15)
+        assert not stuck_in_our_code(err), f"stuck in otel-agents' code:\n{err[-6000:]}"
+        return None
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err), workdir / "store"
+
+
+@pytest.mark.every_python
+def test_a_system_exit_wherever_it_lands_neither_deadlocks_nor_loses_a_finished_run(tmp_path: Path) -> None:
+    """SIGALRM's handler raises SystemExit at eight moments of a stream of runs, so it lands in
+    AutoGen, in the app, or in otel-agents' own code (a lock held, a message recorded, a run ended):
+    each process exits with the handler's code in bounded time, or hangs only where the untraced app
+    hangs too (nothing of ours busy), the store is whole, every run that returned is stored, and the
+    one under way is stored too, left by the exit."""
+    import sqlite3
+    from concurrent.futures import ThreadPoolExecutor
+
+    moments = [0.05 + 0.137 * i for i in range(8)]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        outcomes = list(pool.map(lambda i: exit_somewhere(tmp_path / str(i), moments[i]), range(len(moments))))
+    exited = [outcome for outcome in outcomes if outcome is not None]
+    assert len(exited) >= 5, f"{len(moments) - len(exited)} of {len(moments)} hung in AutoGen"
+    for done, store in exited:
+        said = done.stderr[-3000:]
+        assert done.returncode == 7, said
+        with sqlite3.connect(store / "spans.sqlite3") as connection:
+            assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        runs = Store(store).runs(limit=None)
+        returned = done.stdout.split().count("done")
+        said_lines = done.stderr.splitlines()
+        under_way = "under way" in said_lines and "swallowed" not in said_lines
+        if under_way:
+            assert len(runs) == returned + 1, f"a run lost: {said}"
+        else:  # the exit may have come as a run started, before its first item
+            assert returned <= len(runs) <= returned + 1, said
+        finished = [run for run in runs if run.stop_kind == "max_messages"]
+        assert returned <= len(finished) <= returned + under_way, said  # it may have ended before its print
+        left = [run.stop_kind for run in runs if run.stop_kind != "max_messages"]
+        # consumer_closed, or cancelled where the exit landed in another task of AutoGen's runtime
+        # (the known limit: asyncio cancels the run on its way out, like any other cancellation)
+        assert len(left) <= 1 and set(left) <= {"consumer_closed", "cancelled"}, (left, said)
+        assert len({run.run_id for run in runs}) == len(runs)

@@ -223,8 +223,20 @@ class RunStream(Generic[T]):
                 _safely("end a span", recorder.end)
             raise
         if recorder is not None:
-            _safely(f"record a {type(item).__name__}", lambda: recorder.on_item(item))
+            try:
+                _safely(f"record a {type(item).__name__}", lambda: recorder.on_item(item))
+            except BaseException:  # a SystemExit (a signal handler's) landed here: the consumer leaves
+                self._done = True
+                self._leave_now(recorder)
+                raise
         return item
+
+    def _leave_now(self, recorder: Recorder) -> None:
+        """The consumer leaves while otel-agents records for it: end the run as `consumer_closed`."""
+        recorder.stopped(CONSUMER_CLOSED)
+        if self._cancel is not None:
+            _safely("cancel the team", self._cancel)
+        _safely("end a span", recorder.end)
 
     async def aclose(self) -> None:
         """Leave early: the run ends as `consumer_closed` once the inner stream has closed."""
