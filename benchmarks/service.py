@@ -78,24 +78,27 @@ def _percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def measure(rounds: int, concurrency: int, latency_s: float) -> dict[str, dict[str, float]]:
+def measure(
+    rounds: int, concurrency: int, latency_s: float, modes: tuple[str, ...] = SERVICE_MODES
+) -> dict[str, dict[str, float]]:
+    """Each of `modes` (the first is the base of the ratios: untraced) in a worker of its own."""
     from tests.support.openai_server import OpenAIServer, Reply
 
     context = multiprocessing.get_context("spawn")
     pipes: dict[str, Connection] = {}
     processes = []
-    for name in SERVICE_MODES:
+    for name in modes:
         parent, child = context.Pipe()
         process = context.Process(target=_worker, args=(name, child), daemon=True)
         process.start()
         assert parent.recv() == "ready"
         pipes[name], processes = parent, [*processes, process]
-    took: dict[str, list[float]] = {m: [] for m in SERVICE_MODES}
-    latencies: dict[str, list[float]] = {m: [] for m in SERVICE_MODES}
-    spans: dict[str, list[float]] = {m: [] for m in SERVICE_MODES}
+    took: dict[str, list[float]] = {m: [] for m in modes}
+    latencies: dict[str, list[float]] = {m: [] for m in modes}
+    spans: dict[str, list[float]] = {m: [] for m in modes}
     try:
         with OpenAIServer(script=[Reply(text="Here is your answer.", delay_s=latency_s)]) as server:
-            order = list(SERVICE_MODES)
+            order = list(modes)
             for round_number in range(rounds + 1):  # the first round warms each worker up
                 random.shuffle(order)
                 for name in order:
@@ -116,7 +119,7 @@ def measure(rounds: int, concurrency: int, latency_s: float) -> dict[str, dict[s
         "p99": _percentile(latencies["untraced"], 0.99),
     }
     results: dict[str, dict[str, float]] = {}
-    for name in SERVICE_MODES:
+    for name in modes:
         throughput = concurrency / statistics.median(took[name])
         p50, p99 = statistics.median(latencies[name]), _percentile(latencies[name], 0.99)
         results[name] = {

@@ -15,6 +15,7 @@ from otel_agents._internal.config import params
 from otel_agents._internal.config.loop_limits import LoopLimits
 from otel_agents._internal.config.settings import ConfigError, Settings, load_prices, resolve_settings
 from otel_agents._internal.export.exit_thread import EXIT_THREAD
+from otel_agents._internal.genai.keeping import RunSummary
 from otel_agents._internal.genai.prices import PriceTable
 from otel_agents._internal.telemetry import Telemetry, activate
 
@@ -22,6 +23,7 @@ logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricReader
+    from opentelemetry.sdk.trace import SpanProcessor
     from opentelemetry.sdk.trace.export import SpanExporter
 
 
@@ -40,6 +42,8 @@ def configure(
     prices: str | os.PathLike[str] | Mapping[str, Mapping[str, float]] | None = None,
     store: str | os.PathLike[str] | bool | None = None,
     runtime_spans: str | None = None,
+    sample_runs: float | None = None,
+    keep_runs: str | Callable[[RunSummary], object] | Sequence[str | Callable[[RunSummary], object]] | None = None,
     set_global: bool = True,
     instrument: bool = True,
 ) -> Telemetry:
@@ -53,6 +57,11 @@ def configure(
     shuts the previous pipeline down. `set_global=False` leaves OpenTelemetry's globals alone;
     AutoGen's own spans still land in their runs; spans the app starts through the global provider
     do not reach this pipeline.
+
+    `sample_runs` (`OTEL_AGENTS_SAMPLE_RUNS`): the share of ordinary runs the exporters get, whole,
+    by trace id; `keep_runs` (`OTEL_AGENTS_KEEP_RUNS`): the runs they always get whole (a comma list
+    of rules, a callable of an `otel_agents.RunSummary` added to them, or a list of both). The store
+    keeps every run.
 
     `instrument=True` (`AutoGenInstrumentor`): every AutoGen run is traced with no change to the
     app (`team.run()`, `Console(team.run_stream())`, an agent's `run`); with False, only the runs
@@ -73,6 +82,8 @@ def configure(
         redact=redact,
         prometheus=prometheus,
         span_exporter_given=span_exporter is not None,
+        sample_runs=sample_runs,
+        keep_runs=keep_runs,
         environ=env,
     )
     if span_exporter is not None:
@@ -160,7 +171,19 @@ def _build(
     for name, exporter in exporting:
         sent_to = settings.traces.endpoint if name == "otlp" else None
         processors.append(pipeline.make_processor(exporter, settings, health, sent_to))
-        tracer_provider.add_span_processor(processors[-1])
+    added: list[SpanProcessor] = []
+    sampled = []
+    for (name, _), processor in zip(exporting, processors, strict=True):
+        if name == "store" or not settings.sampling.on:  # the store keeps every run
+            added.append(processor)
+        else:
+            sampled.append(processor)
+    if sampled:  # the exporters get the runs that matter, whole
+        from otel_agents._internal.export.sampling import RunSamplingProcessor
+
+        added.append(RunSamplingProcessor(sampled, settings.sampling))
+    for each in added:
+        tracer_provider.add_span_processor(each)
     pipeline.quiet_queue_full_logs()
     meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
     telemetry = Telemetry(
@@ -171,8 +194,9 @@ def _build(
         health,
         metrics_exported=bool(readers),
         owns_tracer_provider=owns,
-        processors=processors,
+        processors=added,
         flushed_readers=[reader for reader in readers if not is_scraped(reader)],
     )
     telemetry.prometheus = scrape_endpoint
+    telemetry.recording.samples_runs = bool(sampled)
     return telemetry

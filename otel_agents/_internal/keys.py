@@ -69,6 +69,13 @@ REPEATS: Final = "otel_agents.repeats"
 """Repeats in the run, each beyond the first: chat messages (equal text from the same agent) plus
 tool calls (the same tool with the same arguments)."""
 
+# otel-agents: runs sampled in the process (OTEL_AGENTS_SAMPLE_RUNS), on a kept run's span
+SAMPLE_KEPT_BECAUSE: Final = "otel_agents.sample.kept_because"
+"""Why the run was kept: the first keep rule it matched (`error`, `loop`, `cancelled`,
+`unknown_usage`, `cost`, `duration`, `tokens`, `rule` for a callable), else `ratio`, `bound`, `exit`."""
+SAMPLE_RATIO: Final = "otel_agents.sample.ratio"
+"""The ratio of ordinary runs exported when the run was kept."""
+
 # otel-agents: runaway loops
 LOOP_DETECTED_EVENT: Final = "otel_agents.loop_detected"
 LOOP_RULE: Final = "otel_agents.loop.rule"

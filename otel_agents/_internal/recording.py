@@ -61,6 +61,9 @@ class Recording:
         """A provider whose tracers place every span of a run inside that run's trace."""
         self._genai_handler: TelemetryHandler | None = None
         self._handler_lock = threading.Lock()
+        self.samples_runs = False
+        """Whether this pipeline's exporters sit behind the run sampler (`configure()` with
+        `OTEL_AGENTS_SAMPLE_RUNS` below 1): else runs go whole to whoever exports them."""
 
     @property
     def disabled(self) -> bool:

@@ -25,6 +25,7 @@ from typing import Any, Final, Generic, Literal, TypeVar
 
 from otel_agents._internal.config import parsers
 from otel_agents._internal.config.parsers import Number, Protocol, RunParent, RuntimeSpans, StreamUsage
+from otel_agents._internal.genai import keeping
 from otel_agents._internal.genai.content import CONTENT_MODES, ContentMode
 from otel_agents._internal.genai.prices import Price
 
@@ -393,6 +394,49 @@ PROMETHEUS_PORT: Final = Param[int](
     kind="a port, 0 to 65535",
 )
 
+DEFAULT_SAMPLE_MAX_SPANS_PER_RUN: Final = 2048
+"""Spans one run may hold waiting for its decision; a run that passes it is kept from then on.
+A waiting span takes about 3 KB (`python -m benchmarks.sampling`: 3.0 to 3.1 KB), so some 6 MB a
+run: a run of some 700 turns."""
+DEFAULT_SAMPLE_MAX_WAITING_SPANS: Final = 8192
+"""Spans all runs may hold waiting; past it the oldest waiting run is kept and sent. Some 25 MB, the
+envelope of the span queue (`SPAN_QUEUE_SIZE`): 16 two-agent runs open at once hold 280 spans, so
+this covers some 450 such runs open at once; past that the oldest are sent rather than memory grow."""
+
+SAMPLE_RUNS: Final = Param[float](
+    setting="share of ordinary runs exported",
+    argument="sample_runs",
+    variables=("OTEL_AGENTS_SAMPLE_RUNS",),
+    parse=parsers.ratio,
+    check=parsers.sample_ratio,
+    default=1.0,
+    kind="a ratio from 0 to 1; 1: every run, and nothing waits",
+)
+KEEP_RUNS: Final = Param[Any](
+    setting="runs always kept whole",
+    argument="keep_runs",
+    variables=("OTEL_AGENTS_KEEP_RUNS",),
+    parse=parsers.keep_runs,
+    check=parsers.keep_runs_argument,
+    default=keeping.DEFAULT_KEEP_RUNS,
+    kind="a comma list of error, loop, cancelled, unknown_usage, cost>USD, duration>SECONDS, tokens>N "
+    "(set and empty: no rule); the argument also takes a callable of an otel_agents.RunSummary",
+)
+SAMPLE_MAX_SPANS_PER_RUN: Final = Param[int](
+    setting="what may wait",
+    variables=("OTEL_AGENTS_SAMPLE_MAX_SPANS_PER_RUN",),
+    parse=parsers.whole(1),
+    default=DEFAULT_SAMPLE_MAX_SPANS_PER_RUN,
+    kind="a whole number above 0: spans one run holds waiting (past it, the run is kept)",
+)
+SAMPLE_MAX_WAITING_SPANS: Final = Param[int](
+    setting="what may wait",
+    variables=("OTEL_AGENTS_SAMPLE_MAX_WAITING_SPANS",),
+    parse=parsers.whole(1),
+    default=DEFAULT_SAMPLE_MAX_WAITING_SPANS,
+    kind="a whole number above 0: spans all runs hold waiting (past it, the oldest waiting run is kept)",
+)
+
 METRIC_ATTRIBUTES: Final = Param[tuple[str, ...]](
     setting="metric labels from run attributes",
     variables=("OTEL_AGENTS_METRIC_ATTRIBUTES",),
@@ -442,6 +486,10 @@ PARAMS: Final[tuple[Param[Any], ...]] = (
     *BATCHING,
     TRACES_SAMPLER,
     TRACES_SAMPLER_ARG,
+    SAMPLE_RUNS,
+    KEEP_RUNS,
+    SAMPLE_MAX_SPANS_PER_RUN,
+    SAMPLE_MAX_WAITING_SPANS,
     CAPTURE_CONTENT,
     REDACT,
     CONTENT_MAX_CHARS,

@@ -15,6 +15,7 @@ from urllib.parse import unquote
 from otel_agents._internal.config.errors import ConfigError
 from otel_agents._internal.config.price_files import prices_from_argument, prices_from_file
 from otel_agents._internal.genai.content import CONTENT_MODES, ContentMode
+from otel_agents._internal.genai.keeping import KeepRule, KeepRules, RunSummary, parse_rule
 from otel_agents._internal.genai.prices import Price
 
 RuntimeSpans = Literal["auto", "off", "nested"]
@@ -369,3 +370,53 @@ def threshold(field: str) -> tuple[Callable[[str, str], Number], Callable[[str, 
         return threshold_value(field, value, source, repr(value))
 
     return parse, check
+
+
+def keep_runs(name: str, text: str) -> KeepRules:
+    """`OTEL_AGENTS_KEEP_RUNS`: a comma list of rules (`error,loop,cost>1`)."""
+    return KeepRules(rules=_rules(name, text))
+
+
+def _rules(source: str, text: str) -> tuple[KeepRule, ...]:
+    rules = []
+    for position, part in enumerate(text.split(","), start=1):
+        if not part.strip():
+            if text.strip():
+                raise ConfigError(f"{source}={text!r}: entry {position} is empty (expected a comma list of rules)")
+            continue
+        try:
+            rules.append(parse_rule(source, part))
+        except ValueError as error:
+            raise ConfigError(f"{source}={text!r}: {error}") from None
+    return tuple(rules)
+
+
+def keep_runs_argument(source: str, value: object) -> KeepRules | Callable[[RunSummary], object]:
+    """`configure(keep_runs=...)`: a comma list of rules, a callable of a `RunSummary` (added to the
+    variable's rules, else the default's), or a list of rules and callables (which replaces them)."""
+    if callable(value):
+        return cast("Callable[[RunSummary], object]", value)
+    if isinstance(value, str):
+        return KeepRules(rules=_rules(source, value))
+    if isinstance(value, Iterable) and not isinstance(value, (bytes, Mapping)):
+        rules: list[KeepRule] = []
+        callables: list[Callable[[RunSummary], object]] = []
+        for entry in value:
+            if callable(entry):
+                callables.append(entry)
+            elif isinstance(entry, str):
+                rules.extend(_rules(source, entry))
+            else:
+                raise ConfigError(f"{source}: {entry!r} is neither a rule nor a callable of a RunSummary")
+        return KeepRules(rules=tuple(rules), callables=tuple(callables))
+    raise ConfigError(
+        f"{source}={value!r}: expected a comma list of rules, a callable of an otel_agents.RunSummary, "
+        "or a list of both"
+    )
+
+
+def sample_ratio(source: str, value: object) -> float:
+    """`configure(sample_runs=...)`: a number from 0 to 1."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:  # NaN fails too
+        raise ConfigError(f"{source}={value!r}: expected a ratio from 0 to 1")
+    return float(value)

@@ -27,6 +27,7 @@ from otel_agents._internal.config.params import (
     DEFAULT_SERVICE_NAME,
     DEFAULT_STORE_MAX_MB,
     EXIT_TIMEOUT_S,
+    KEEP_RUNS,
     METRIC_ATTRIBUTES,
     METRICS_EXPORTER,
     OTLP_METRICS,
@@ -39,6 +40,9 @@ from otel_agents._internal.config.params import (
     RESOURCE_ATTRIBUTES,
     RUN_PARENT,
     RUNTIME_SPANS,
+    SAMPLE_MAX_SPANS_PER_RUN,
+    SAMPLE_MAX_WAITING_SPANS,
+    SAMPLE_RUNS,
     SDK_DISABLED,
     SDK_MAX_EXPORT_BATCH_SIZE,
     SERVICE_NAME,
@@ -55,7 +59,9 @@ from otel_agents._internal.config.params import (
     variable_text,
 )
 from otel_agents._internal.config.parsers import Protocol, RunParent, RuntimeSpans, StreamUsage, parse_headers
+from otel_agents._internal.config.parsers import keep_runs as keep_runs_rules
 from otel_agents._internal.genai.content import ContentPolicy
+from otel_agents._internal.genai.keeping import DEFAULT_KEEP_RUNS, KeepRules
 from otel_agents._internal.genai.prices import PriceTable
 
 __all__ = [
@@ -79,6 +85,22 @@ class Signal:
     protocol: Protocol
     headers: Mapping[str, str] | None
     """From the `headers` argument; None: the exporter reads the variables itself."""
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Which runs the exporters get (the store keeps every run): `ratio` of the ordinary ones, by
+    trace id, and every run `rules` keep, whole."""
+
+    ratio: float = 1.0
+    rules: KeepRules = field(default_factory=KeepRules)
+    max_spans_per_run: int = SAMPLE_MAX_SPANS_PER_RUN.default or 1
+    max_waiting_spans: int = SAMPLE_MAX_WAITING_SPANS.default or 1
+
+    @property
+    def on(self) -> bool:
+        """Whether any run may be left out (a ratio below 1): else nothing waits."""
+        return self.ratio < 1
 
 
 @dataclass(frozen=True)
@@ -111,6 +133,8 @@ class Settings:
     current where it starts."""
     exit_timeout_s: float = DEFAULT_EXIT_TIMEOUT_S
     """OTEL_AGENTS_EXIT_TIMEOUT_S: how long the process's exit (and a SIGTERM) waits for export."""
+    sampling: Sampling = field(default_factory=Sampling)
+    """OTEL_AGENTS_SAMPLE_RUNS, OTEL_AGENTS_KEEP_RUNS and the bounds of what waits."""
 
 
 _SPAN_QUEUE_SIZE: Final = next(p for p in BATCHING if p.variables == ("OTEL_BSP_MAX_QUEUE_SIZE",))
@@ -236,6 +260,29 @@ def _prometheus(
     return chosen
 
 
+def _sampling(sample_runs: object, keep_runs: object, environ: Mapping[str, str]) -> Sampling:
+    """The ratio, the rules (the argument's list replaces the variable's; a callable alone is added
+    to them), and the bounds; every variable validated."""
+    ratio = SAMPLE_RUNS.value(sample_runs, environ)
+    from_env = KEEP_RUNS.from_environ(environ)
+    if from_env is None:
+        set_empty = KEEP_RUNS.variables[0] in environ  # set and blank: no rule
+        from_env = KeepRules() if set_empty else keep_runs_rules("default", KEEP_RUNS.default or DEFAULT_KEEP_RUNS)
+    rules: KeepRules = from_env
+    if keep_runs is not None:
+        given = KEEP_RUNS.checked(keep_runs)
+        if isinstance(given, KeepRules):
+            rules = given
+        else:  # a callable: after the rules
+            rules = KeepRules(rules=rules.rules, callables=(*rules.callables, given))
+    return Sampling(
+        ratio=ratio,
+        rules=rules,
+        max_spans_per_run=SAMPLE_MAX_SPANS_PER_RUN.value(None, environ),
+        max_waiting_spans=SAMPLE_MAX_WAITING_SPANS.value(None, environ),
+    )
+
+
 def resolve_settings(
     *,
     service_name: str | None = None,
@@ -248,6 +295,8 @@ def resolve_settings(
     redact: object = None,
     prometheus: object = None,
     span_exporter_given: bool = False,
+    sample_runs: object = None,
+    keep_runs: object = None,
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
     """Resolve every setting, validating each variable even when an argument wins over it.
@@ -311,6 +360,7 @@ def resolve_settings(
         stream_usage=STREAM_USAGE.value(None, env),
         run_parent=RUN_PARENT.value(None, env),
         exit_timeout_s=EXIT_TIMEOUT_S.value(None, env),
+        sampling=_sampling(sample_runs, keep_runs, env),
     )
 
 

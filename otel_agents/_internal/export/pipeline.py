@@ -57,6 +57,8 @@ class GuardedExporter(SpanExporter):
         self._failing = False
         self._warned = False
         self._lock = threading.Lock()
+        self._one_at_a_time = threading.Lock()
+        """An exporter is given one batch at a time, as the SDK's batch processor gives them."""
         self._closed = False
         self._closes_at: float | None = None
         self._shut_down = False
@@ -99,7 +101,8 @@ class GuardedExporter(SpanExporter):
 
     def _export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         try:
-            result = self.exporter.export([scrub(span, self._policy) for span in spans])
+            with self._one_at_a_time:  # the batch processor's thread, or a kept run's whole batch
+                result = self.exporter.export([scrub(span, self._policy) for span in spans])
             reason = _failure_of(self.exporter) or "the export failed"
         except Exception as error:
             result, reason = SpanExportResult.FAILURE, type(error).__name__
@@ -148,6 +151,7 @@ class GuardedExporter(SpanExporter):
     def reset_after_fork(self) -> None:
         """In a forked child: nothing handed or under way yet (the parent exports its own queue)."""
         self._lock = threading.Lock()
+        self._one_at_a_time = threading.Lock()
         self._exporting = 0
         self.handed_spans = 0
         self.delivered_spans = 0
@@ -223,6 +227,16 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         if span.context is not None and span.context.trace_flags.sampled:
             with self._lock:  # counted once queued: the running count stays a lower bound
                 self._ended += 1
+
+    def export_whole(self, spans: Sequence[ReadableSpan]) -> None:
+        """Export `spans` as one batch of their own, now, in the caller's thread: a kept run, which
+        the queue must not cut (they count as ended here, and handed, delivered or failed)."""
+        sampled = [span for span in spans if span.context is not None and span.context.trace_flags.sampled]
+        if not sampled:
+            return
+        with self._lock:
+            self._ended += len(sampled)
+        self.guarded.export(sampled)
 
     @property
     def dropped_before_export(self) -> int:

@@ -20,7 +20,9 @@ from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.export.soon import FLUSH_SOON
 from otel_agents._internal.genai.fingerprints import text_fingerprint
 from otel_agents._internal.genai.growth import growth_per_turn
+from otel_agents._internal.genai.keeping import RunSummary
 from otel_agents._internal.per_provider import PerProvider
+from otel_agents._internal.run.keep import decide, not_applied
 from otel_agents._internal.run.stop import (
     COMPLETED,
     EARLY_STOPS,
@@ -119,6 +121,10 @@ def in_run(context: otel_context.Context | None = None) -> bool:
     causes, even where the span registry lets go of its spans (a team's embedded runtime inherits
     it; a runtime started outside the run does not, and is told by the registry)."""
     return bool(otel_context.get_value(_IN_RUN, context))
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def new_run_id() -> str:
@@ -355,6 +361,7 @@ class WorkflowSpan:
             attributes[sc.STOP_REASON] = self.stop_reason
         if self._output is not None:
             attributes[sc.OUTPUT_VALUE] = self.run.content.text(self._output)
+        kept = self._keep_decision(attributes) if self.is_root else None
         span.set_attributes(attributes)
         if self._error is not None:
             mark_error(span, self._error)
@@ -371,6 +378,44 @@ class WorkflowSpan:
                     duration_s=(time.time_ns() - self._start_ns) / 1e9,
                     messages=self.message_count,
                     cost_usd=attributes.get(sc.COST_USD),
-                    context=self.context,
+                    # a left-out run's metrics get no span: no exemplar points at a trace never sent
+                    context=self.context if kept is not False else otel_context.Context(),
                     run_attributes=self.run.attributes,
                 )
+
+    def _keep_decision(self, attributes: dict[str, Any]) -> bool | None:
+        """Whether the exporters get this run (`OTEL_AGENTS_SAMPLE_RUNS`), its reason and the ratio
+        added to `attributes`; None when runs are not sampled (every run goes, nothing is said)."""
+        recording = self.run.recording
+        sampling = recording.settings.sampling if recording is not None else None
+        if sampling is None or not sampling.on:
+            return None
+        if recording is not None and not recording.samples_runs:  # not our exporters: every span goes
+            not_applied(sampling.ratio)
+            return None
+        run, given = self.run, getattr(self.span, "attributes", None) or {}
+        cost = attributes.get(sc.COST_USD)
+        summary = RunSummary(
+            team=run.workflow,
+            stop_kind=attributes[sc.STOP_KIND],
+            stop_reason=self.stop_reason,
+            input_tokens=attributes[sc.GEN_AI_USAGE_INPUT_TOKENS],
+            output_tokens=attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS],
+            cost_usd=cost if isinstance(cost, float) else None,
+            unknown_calls=run.totals.unknown_calls,
+            duration_s=(time.time_ns() - self._start_ns) / 1e9,
+            turns=attributes.get(sc.RUN_TURNS, 0),
+            repeats=attributes.get(sc.REPEATS, 0),
+            loop_detected=self.stop_kind == "loop_guard" or bool(run.loops is not None and run.loops.broken),
+            user_id=_text(given.get(sc.USER_ID)),
+            session_id=_text(given.get(sc.SESSION_ID)),
+            conversation_id=run.conversation_id,
+            attributes=run.attributes,
+        )
+        already = given.get(sc.SAMPLE_KEPT_BECAUSE)
+        because = decide(sampling, summary, self.span.get_span_context().trace_id, already=_text(already))
+        if because is None:
+            return False
+        attributes[sc.SAMPLE_KEPT_BECAUSE] = because
+        attributes[sc.SAMPLE_RATIO] = sampling.ratio
+        return True

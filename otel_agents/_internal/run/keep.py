@@ -1,0 +1,52 @@
+"""A run's keep decision when runs are sampled (`OTEL_AGENTS_SAMPLE_RUNS`), made as it ends, before
+its span ends, so that the span says why it was kept (`otel_agents.sample.kept_because`); the
+processor in front of the exporters (`export/sampling.py`) reads it there."""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from otel_agents._internal import process_state
+from otel_agents._internal.config.settings import Sampling
+from otel_agents._internal.export.ratio import ratio_keeps
+from otel_agents._internal.genai.keeping import RunSummary
+
+logger = logging.getLogger(__name__)
+
+EXIT: Final = "exit"
+RATIO: Final = "ratio"
+
+_warned: set[str] = set()
+"""The warnings given once (a keep_runs callable that raised), at most 64."""
+process_state.hold(__name__, "_warned", bound="64 warnings", size=lambda: len(_warned), forget=_warned.clear)
+
+
+def decide(sampling: Sampling, summary: RunSummary, trace_id: int, *, already: str | None) -> str | None:
+    """Why the run is kept (a rule's name, `rule`, `ratio`, `exit`), or None: it is left out.
+    `already`: what its span says already (`bound`, when it passed a bound while it ran)."""
+    if already:
+        return already
+    if summary.stop_kind == "shutdown":  # still open at shutdown, exit or SIGTERM
+        return EXIT
+    because = sampling.rules.kept_because(summary, warn=_warn_once)
+    if because is not None:
+        return because
+    return RATIO if ratio_keeps(sampling.ratio, trace_id) else None
+
+
+def not_applied(ratio: float) -> None:
+    """Runs recorded by a provider otel-agents did not set up (opentelemetry-instrument's, one given
+    to `instrument()`) go whole to its own span processors: said once, at the first run's end."""
+    _warn_once(
+        f"otel-agents: OTEL_AGENTS_SAMPLE_RUNS={ratio:g} is not applied: runs are recorded by a tracer provider "
+        "otel-agents did not set up (opentelemetry-instrument's, or one given to instrument()), whose own span "
+        "processors export every span. Runs are sampled where otel-agents exports: call otel_agents.configure() "
+        "in the app (under opentelemetry-instrument: OTEL_TRACES_EXPORTER=none, and configure(span_exporter=...))"
+    )
+
+
+def _warn_once(text: str) -> None:
+    if text not in _warned and len(_warned) < 64:
+        _warned.add(text)
+        logger.warning(text)

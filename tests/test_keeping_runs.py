@@ -1,0 +1,297 @@
+"""Keeping the runs that matter: whole runs sampled in the process (DESIGN section 3, "Keeping the
+runs that matter"), on real SDK providers with in-memory exporters; tests/test_keeping_runs_in_jaeger.py
+holds the same through a real Jaeger."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.conditions import MaxMessageTermination
+from autogen_agentchat.teams import RoundRobinGroupChat
+from opentelemetry import trace
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Decision, TraceIdRatioBased
+
+import otel_agents
+from otel_agents._internal.export.sampling import RunSamplingProcessor
+from otel_agents._internal.export.store.reader import Store
+from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.spans import traces
+from tests.support.teams import openai_client, writers_room
+
+
+class Batches(SpanExporter):
+    """Keeps each batch it is given as it was given."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[ReadableSpan]] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.batches.append(list(spans))
+        return SpanExportResult.SUCCESS
+
+    @property
+    def spans(self) -> list[ReadableSpan]:
+        return [span for batch in self.batches for span in batch]
+
+
+def roots(spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
+    return [span for span in spans if span.parent is None]
+
+
+def sampler(telemetry: otel_agents.Telemetry) -> RunSamplingProcessor:
+    (found,) = [p for p in telemetry._processors if isinstance(p, RunSamplingProcessor)]
+    return found
+
+
+# --- settings --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        ("OTEL_AGENTS_SAMPLE_RUNS", "1.5", "expected a ratio from 0 to 1"),
+        ("OTEL_AGENTS_SAMPLE_RUNS", "-0.1", "expected a finite number of at least 0"),
+        ("OTEL_AGENTS_KEEP_RUNS", "error,slow", "'slow' is not a rule"),
+        ("OTEL_AGENTS_KEEP_RUNS", "cost>", "'cost>' needs a number after '>'"),
+        ("OTEL_AGENTS_KEEP_RUNS", "tokens>many", "'many' is not a number"),
+        ("OTEL_AGENTS_SAMPLE_MAX_SPANS_PER_RUN", "0", "OTEL_AGENTS_SAMPLE_MAX_SPANS_PER_RUN='0'"),
+        ("OTEL_AGENTS_SAMPLE_MAX_WAITING_SPANS", "2.5", "expected a whole number"),
+    ],
+)
+def test_a_bad_value_is_refused_at_configure_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, said: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(otel_agents.ConfigError) as raised:
+        otel_agents.configure(span_exporter=InMemorySpanExporter(), store=False)
+    assert variable in str(raised.value) and said in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        ({"sample_runs": 2}, "sample_runs=2: expected a ratio from 0 to 1"),
+        ({"sample_runs": True}, "sample_runs=True"),
+        ({"keep_runs": "error,,loop"}, "entry 2 is empty"),
+        ({"keep_runs": ["error", 3]}, "3 is neither a rule nor a callable"),
+    ],
+)
+def test_a_bad_argument_is_refused_naming_it(arguments: dict[str, Any], said: str) -> None:
+    with pytest.raises(otel_agents.ConfigError, match=said):
+        otel_agents.configure(span_exporter=InMemorySpanExporter(), store=False, **arguments)
+
+
+async def test_with_every_run_exported_nothing_waits_and_nothing_is_added() -> None:
+    exporter = InMemorySpanExporter()
+    telemetry = otel_agents.configure(span_exporter=exporter, store=False)
+    assert not [p for p in telemetry._processors if isinstance(p, RunSamplingProcessor)]
+    await writers_room(max_messages=3).run(task="go")
+    (run,) = roots(exporter.get_finished_spans() if telemetry.force_flush() else [])
+    assert not [k for k in run.attributes or {} if k.startswith("otel_agents.sample.")]
+
+
+# --- which runs the exporters get ---------------------------------------------------------------
+
+
+async def test_a_failed_run_goes_whole_an_ordinary_one_not_and_the_store_keeps_both(
+    tmp_path: Path, openai_server: OpenAIServer
+) -> None:
+    exported = Batches()
+    telemetry = otel_agents.configure(span_exporter=exported, store=tmp_path, sample_runs=0)
+    await writers_room(max_messages=3, name="ordinary").run(task="go")
+    openai_server.script = [Reply("draft"), Reply("down", status=500)]
+    writer = AssistantAgent("writer", model_client=openai_client(openai_server))
+    critic = AssistantAgent("critic", model_client=openai_client(openai_server))
+    failing = RoundRobinGroupChat([writer, critic], termination_condition=MaxMessageTermination(4), name="failing")
+    with pytest.raises(RuntimeError):
+        await failing.run(task="go")
+    assert telemetry.force_flush()
+
+    (tree,) = traces(exported.spans).values()
+    assert tree.root.name == "invoke_workflow failing"
+    assert tree.root.attributes["otel_agents.sample.kept_because"] == "error"
+    assert tree.root.attributes["otel_agents.sample.ratio"] == 0.0
+    assert len(tree.named("chat")) == openai_server.request_count == 2, "whole: every call of the run"
+    assert [len(batch) for batch in exported.batches] == [len(tree.spans)], "one batch of its own"
+    stored = sorted(run.team or "" for run in Store(tmp_path).runs())
+    assert stored == ["failing", "ordinary"], "the store keeps every run"
+
+
+async def test_a_kept_run_is_one_batch_that_the_queue_does_not_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2")  # the queue's batches: two spans each
+    exported = Batches()
+    telemetry = otel_agents.configure(span_exporter=exported, store=False, sample_runs=0, keep_runs="tokens>10")
+    await writers_room(max_messages=7).run(task="go")
+    assert telemetry.force_flush()
+    assert len(exported.batches) == 1 and len(exported.batches[0]) > 2
+    assert exported.batches[0][-1].name == "invoke_workflow writers-room"
+
+
+async def test_ordinary_runs_are_kept_as_trace_id_ratio_based_decides() -> None:
+    exported = InMemorySpanExporter()
+    telemetry = otel_agents.configure(span_exporter=exported, store=False, sample_runs=0.5, keep_runs="")
+    starts: list[int] = []
+    for _ in range(40):
+        stream = otel_agents.tap(writers_room(max_messages=2).run_stream(task="go"))
+        async for _item in stream:
+            pass
+        assert stream.recorder is not None
+        starts.append(stream.recorder.span.get_span_context().trace_id)
+    assert telemetry.force_flush()
+    expected = {
+        t for t in starts if TraceIdRatioBased(0.5).should_sample(None, t, "").decision is Decision.RECORD_AND_SAMPLE
+    }
+    kept = {s.context.trace_id for s in exported.get_finished_spans()}
+    assert kept == expected and 0 < len(kept) < 40
+    assert {r.attributes["otel_agents.sample.kept_because"] for r in roots(exported.get_finished_spans())} == {"ratio"}
+
+
+async def test_a_rule_of_your_own_reads_the_run_summary_and_one_that_raises_keeps_the_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    seen: list[otel_agents.RunSummary] = []
+
+    def long_ones(run: otel_agents.RunSummary) -> bool:
+        seen.append(run)
+        return run.turns >= 4
+
+    exported = InMemorySpanExporter()
+    telemetry = otel_agents.configure(span_exporter=exported, store=False, sample_runs=0, keep_runs=long_ones)
+    await writers_room(max_messages=3).run(task="go")
+    await writers_room(max_messages=5, name="long").run(task="go")
+    assert telemetry.force_flush()
+    assert [r.name for r in roots(exported.get_finished_spans())] == ["invoke_workflow long"]
+    assert [(s.team, s.turns, s.stop_kind) for s in seen] == [
+        ("writers-room", 2, "max_messages"),
+        ("long", 4, "max_messages"),
+    ]
+    assert roots(exported.get_finished_spans())[0].attributes["otel_agents.sample.kept_because"] == "rule"
+
+    def broken(run: otel_agents.RunSummary) -> bool:
+        raise LookupError("a bug in the rule")
+
+    exported = InMemorySpanExporter()
+    telemetry = otel_agents.configure(span_exporter=exported, store=False, sample_runs=0, keep_runs=["cost>99", broken])
+    caplog.set_level(logging.WARNING)
+    for _ in range(2):
+        await writers_room(max_messages=3).run(task="go")
+    assert telemetry.force_flush()
+    assert len(roots(exported.get_finished_spans())) == 2, "kept, both"
+    assert len([r for r in caplog.records if "raised LookupError; the run is kept" in r.getMessage()]) == 1
+
+
+async def test_spans_of_the_trace_ending_after_the_run_follow_its_decision() -> None:
+    exported = InMemorySpanExporter()
+    telemetry = otel_agents.configure(span_exporter=exported, store=False, sample_runs=0, keep_runs="tokens>60")
+    tracer = trace.get_tracer("the-app")
+    for messages in (3, 7):  # the first is left out, the second kept (more tokens)
+        with tracer.start_as_current_span(f"request {messages}"):
+            await writers_room(max_messages=messages).run(task="go")
+    assert telemetry.force_flush()
+    (tree,) = traces(exported.get_finished_spans()).values()
+    assert tree.root.name == "request 7", "the request span around the kept run came with it"
+    assert tree.one("invoke_workflow writers-room").attributes["otel_agents.sample.kept_because"] == "tokens"
+
+
+async def test_a_trace_without_a_run_is_kept_by_its_trace_id_without_waiting() -> None:
+    exported = InMemorySpanExporter()
+    telemetry = otel_agents.configure(span_exporter=exported, store=False, sample_runs=0.5)
+    tracer = trace.get_tracer("the-app")
+    ids = []
+    for i in range(30):
+        with tracer.start_as_current_span(f"job {i}") as span:
+            ids.append(span.get_span_context().trace_id)
+    assert sampler(telemetry).waiting_spans == 0
+    assert telemetry.force_flush()
+    expected = {
+        t for t in ids if TraceIdRatioBased(0.5).should_sample(None, t, "").decision is Decision.RECORD_AND_SAMPLE
+    }
+    assert {s.context.trace_id for s in exported.get_finished_spans()} == expected
+
+
+# --- bounds ----------------------------------------------------------------------------------------
+
+
+async def test_a_run_past_its_bound_is_kept_whole_from_then_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_AGENTS_SAMPLE_MAX_SPANS_PER_RUN", "5")
+    exported = Batches()
+    telemetry = otel_agents.configure(span_exporter=exported, store=False, sample_runs=0, keep_runs="")
+    stream = otel_agents.tap(writers_room(max_messages=9).run_stream(task="go"))
+    most = 0
+    async for _ in stream:
+        most = max(most, sampler(telemetry).waiting_spans)
+    assert telemetry.force_flush()
+    (tree,) = traces(exported.spans).values()
+    assert tree.root.attributes["otel_agents.sample.kept_because"] == "bound"
+    assert most <= 5
+    assert len(tree.named("chat")) == 8 and len(tree.named("message")) == 9, "never cut"
+
+
+async def test_past_the_bound_of_all_waiting_spans_the_oldest_run_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_AGENTS_SAMPLE_MAX_WAITING_SPANS", "20")
+    exported = InMemorySpanExporter()
+    telemetry = otel_agents.configure(span_exporter=exported, store=False, sample_runs=0, keep_runs="")
+    most = 0
+
+    async def run(name: str) -> None:
+        nonlocal most
+        async for _ in otel_agents.tap(writers_room(max_messages=9, name=name).run_stream(task="go")):
+            most = max(most, sampler(telemetry).waiting_spans)
+
+    await asyncio.gather(*(run(f"team-{i}") for i in range(4)))  # some 26 spans each, side by side
+    assert telemetry.force_flush()
+    assert most <= 20, "what waits stays within the bound"
+    kept = roots(exported.get_finished_spans())
+    assert len(kept) == 4 and all(r.attributes["otel_agents.sample.kept_because"] == "bound" for r in kept)
+    for tree in traces(exported.get_finished_spans()).values():
+        assert len(tree.named("message")) == 9, "whole"
+
+
+async def test_a_run_still_open_at_shutdown_is_kept(tmp_path: Path) -> None:
+    exported = InMemorySpanExporter()
+    telemetry = otel_agents.configure(span_exporter=exported, store=False, sample_runs=0, keep_runs="")
+    stream = otel_agents.tap(writers_room(max_messages=9).run_stream(task="go"))
+    await stream.__anext__()
+    await stream.__anext__()
+    telemetry.shutdown()
+    (run,) = roots(exported.get_finished_spans())
+    assert run.attributes["otel_agents.stop_kind"] == "shutdown"
+    assert run.attributes["otel_agents.sample.kept_because"] == "exit"
+    await stream.aclose()
+
+
+# --- metrics ---------------------------------------------------------------------------------------
+
+
+async def test_the_run_counter_counts_every_run_with_exemplars_of_kept_runs_only() -> None:
+    exported = InMemorySpanExporter()
+    reader = InMemoryMetricReader()
+    telemetry = otel_agents.configure(
+        span_exporter=exported, metric_readers=[reader], store=False, sample_runs=0, keep_runs="tokens>60"
+    )
+    for messages in (3, 3, 7):
+        await writers_room(max_messages=messages).run(task="go")
+    assert telemetry.force_flush()
+    (kept,) = roots(exported.get_finished_spans())
+    data = reader.get_metrics_data()
+    points = [
+        point
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == "otel_agents.runs"
+        for point in metric.data.data_points
+    ]
+    assert sum(point.value for point in points) == 3, "every run counted"
+    exemplar_traces = {e.trace_id for point in points for e in point.exemplars if e.trace_id}
+    assert exemplar_traces <= {kept.context.trace_id}
