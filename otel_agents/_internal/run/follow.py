@@ -220,6 +220,8 @@ class RunStream(Generic[T]):
             if (leaving or isinstance(exc, asyncio.CancelledError)) and self._cancel is not None:
                 _safely("cancel the team", self._cancel)
             if recorder is not None:
+                if isinstance(exc, StopAsyncIteration):  # its end: what it returned is judged first
+                    await _before_end(recorder)
                 _safely("end a span", recorder.end)
             raise
         if recorder is not None:
@@ -288,6 +290,17 @@ class RunStream(Generic[T]):
             pass
 
 
+async def _before_end(recorder: Recorder) -> None:
+    """What the recorder awaits before it ends (a run's outcome callable, bounded in time)."""
+    before_end = getattr(recorder, "before_end", None)
+    if before_end is None:
+        return
+    try:
+        await before_end()
+    except Exception:  # recording never breaks the stream it records
+        logger.warning("otel-agents could not finish recording a run", exc_info=True)
+
+
 def _leave(recorder: Recorder | None, cancel: Callable[[], None] | None) -> bool:
     """The consumer left: say so, and cancel the team when we hold its token (True then)."""
     if recorder is not None:
@@ -325,23 +338,28 @@ def _close_in_task(
     aclose = getattr(stream, "aclose", None)
     if aclose is None or own is None or loop is None:
         return False
-    task = loop.create_task(_close(own, aclose))
+    task = loop.create_task(_close(own, aclose, then))
     _closing.add(task)
     task.add_done_callback(_closing.discard)
     if then is not None:
-        # A done callback, not a `finally` in the task: a task cancelled before its first step
-        # (a `sys.exit` in the loop body: `asyncio.run` cancels every task on its way out) never
-        # runs its body, but its callbacks run all the same.
+        # Also a done callback: a task cancelled before its first step (a `sys.exit` in the loop
+        # body: `asyncio.run` cancels every task on its way out) never runs its body, but its
+        # callbacks run all the same. Ending twice is a no-op.
         task.add_done_callback(lambda _: _end(then))
     return True
 
 
-async def _close(own: contextvars.Context, aclose: Callable[[], Awaitable[object]]) -> None:
-    """Close a dropped stream in its own context, in a task of its own."""
+async def _close(
+    own: contextvars.Context, aclose: Callable[[], Awaitable[object]], then: Recorder | None = None
+) -> None:
+    """Close a dropped stream in its own context, in a task of its own, then end `then` at once
+    (in this step: whoever waited for the stream's cleanup sees its run ended)."""
     try:
         await _InContext(own, aclose)
     except Exception:  # the stream's own error on the way out: nobody is there to take it
         logger.debug("otel-agents: a dropped stream raised while closing", exc_info=True)
+    finally:
+        _end(then)
 
 
 class _InContext:
