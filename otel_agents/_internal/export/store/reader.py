@@ -11,7 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from otel_agents._internal import keys as sc
-from otel_agents._internal.export.store.schema import RUN_COLUMNS, StoreError, StoreFile, stored_text
+from otel_agents._internal.export.store.schema import (
+    RUN_COLUMNS,
+    StoreDamaged,
+    StoreError,
+    StoreFile,
+    is_damage,
+    stored_text,
+)
 
 
 class RunNotFound(StoreError):
@@ -113,6 +120,12 @@ class Store(StoreFile):
         except FileNotFoundError:
             return []
         except sqlite3.Error as error:
+            if is_damage(error):
+                raise StoreDamaged(
+                    f"cannot read the store at {self.path}: the file is damaged ({error}); the next traced run "
+                    f"that writes to this store moves it aside (as {self.path.name}.damaged-<time>) and starts "
+                    f"a fresh store; or move it aside yourself (mv {self.path} {self.path}.damaged)"
+                ) from None
             raise StoreError(f"cannot read the store at {self.path}: {error}") from None
 
     def runs(

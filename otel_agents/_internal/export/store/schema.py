@@ -82,6 +82,102 @@ class StoreVersionError(StoreError):
     """The store was made by a newer otel-agents (a schema version above ours): refused."""
 
 
+class StoreDamaged(StoreError):
+    """The store's file is not a SQLite database any more, or its pages are corrupt."""
+
+
+_DAMAGE: Final = ("file is not a database", "database disk image is malformed")
+"""What SQLite says of a file that is not a database, or of one whose pages are corrupt."""
+_DAMAGE_CODES: Final = frozenset({11, 26})
+"""SQLITE_CORRUPT and SQLITE_NOTADB, where Python tells the error code."""
+DAMAGED_KEPT: Final = 3
+"""Damaged store files kept beside the store (the oldest removed first)."""
+
+
+def is_damage(error: BaseException) -> bool:
+    """Whether `error` says the store's file is damaged (not a database, or malformed); a store
+    that is only locked is not."""
+    if not isinstance(error, sqlite3.DatabaseError):
+        return False
+    return getattr(error, "sqlite_errorcode", None) in _DAMAGE_CODES or any(text in str(error) for text in _DAMAGE)
+
+
+def not_a_database(path: Path) -> sqlite3.DatabaseError | None:
+    """SQLite's "file is not a database" for `path`, found through a read-only connection: a
+    read-write connection to such a file deletes its `-wal` and `-shm` files when it closes (which
+    must go aside with it), and a plain `open()` of the file would release SQLite's locks in this
+    process when closed. None for a database, an empty file (a store being created) or no file."""
+    uri = f"{path.absolute().as_uri()}?mode=ro"
+    try:
+        with closing(sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)) as connection:
+            connection.execute("PRAGMA user_version").fetchone()
+    except sqlite3.DatabaseError as error:
+        return error if is_damage(error) else None
+    return None
+
+
+def _still_damaged(path: Path) -> BaseException | None:
+    """The error a fresh look at `path` gives, if it is damaged (None: it is not, or not there);
+    read-only, so that SQLite leaves its `-wal` and `-shm` files where they are."""
+    if not path.exists():
+        return None
+    header = not_a_database(path)
+    if header is not None:
+        return header
+    try:
+        uri = f"{path.absolute().as_uri()}?mode=ro"
+        with closing(sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)) as connection:
+            connection.execute("PRAGMA user_version").fetchone()
+            connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            if connection.execute("PRAGMA quick_check(1)").fetchone() != ("ok",):
+                return sqlite3.DatabaseError("database disk image is malformed")
+    except sqlite3.DatabaseError as error:
+        return error if is_damage(error) else None
+    return None
+
+
+def move_damaged_aside(directory: Path) -> Path | None:
+    """Move the store's damaged file (and its `-wal` and `-shm` files) aside, as
+    `spans.sqlite3.damaged-<YYYYMMDDTHHMMSSZ>`, so that a fresh store starts in its place; keep the
+    newest `DAMAGED_KEPT` such files. Under a lock on the directory, so that two processes do not
+    race: the second finds the file already replaced (and fine), and moves nothing. Where it went,
+    or None when nothing was damaged any more."""
+    import fcntl
+
+    path = directory / DATABASE
+    with (directory / f"{DATABASE}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if _still_damaged(path) is None:
+            return None
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        same_second = [_damaged_age(p)[1] for p in _damaged_copies(directory) if _damaged_age(p)[0] == stamp]
+        # numbered past the newest of this second (not the first free number: the oldest may be gone)
+        name = f"{DATABASE}.damaged-{stamp}" + (f"-{max(same_second) + 1}" if same_second else "")
+        target = directory / name
+        for suffix in ("-wal", "-shm"):
+            beside = path.with_name(path.name + suffix)
+            if beside.exists():
+                os.replace(beside, target.with_name(target.name + suffix))
+        os.replace(path, target)
+        _keep_newest_damaged(directory)
+    return target
+
+
+def _damaged_age(path: Path) -> tuple[str, int]:
+    stamp, _, number = path.name.removeprefix(f"{DATABASE}.damaged-").partition("-")
+    return stamp, int(number) if number.isdigit() else 0
+
+
+def _damaged_copies(directory: Path) -> list[Path]:
+    return [p for p in directory.glob(f"{DATABASE}.damaged-*") if not p.name.endswith(("-wal", "-shm"))]
+
+
+def _keep_newest_damaged(directory: Path) -> None:
+    for old in sorted(_damaged_copies(directory), key=_damaged_age)[:-DAMAGED_KEPT]:
+        for each in (old, old.with_name(old.name + "-wal"), old.with_name(old.name + "-shm")):
+            each.unlink(missing_ok=True)
+
+
 def stored_text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -195,6 +291,9 @@ class StoreFile:
                 os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
         elif not self.path.is_file():
             raise FileNotFoundError(self.path)
+        damage = not_a_database(self.path)
+        if damage is not None:  # before a read-write connection opens it (and deletes its -wal and -shm)
+            raise damage
         with closing(sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)) as connection:
             connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             _refuse_newer(_version(connection), self.path)  # before anything is changed

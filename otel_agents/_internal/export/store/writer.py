@@ -5,6 +5,7 @@ which drops and counts the spans of a store it cannot write, and never raises in
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 from collections.abc import Sequence
@@ -21,9 +22,13 @@ from otel_agents._internal.export.store.schema import (
     RUN_COLUMNS,
     StoreFile,
     StoreVersionError,
+    is_damage,
+    move_damaged_aside,
     stored_text,
 )
 from otel_agents._internal.export.store_path import unwritable
+
+logger = logging.getLogger(__name__)
 
 
 def _hex(value: int, width: int) -> str:
@@ -112,8 +117,26 @@ class StoreWriter(StoreFile):
     """Writes spans to the store directory."""
 
     def write(self, spans: Sequence[ReadableSpan]) -> None:
+        """Write `spans` (their runs too). A damaged store file is moved aside and the batch written
+        to a fresh store in its place: later runs are not dropped with it."""
         rows = [_encode(span) for span in spans]
         runs = [row for row in (_run_row(span) for span in spans) if row is not None]
+        try:
+            self._write(rows, runs)
+        except sqlite3.DatabaseError as error:
+            if not is_damage(error):
+                raise
+            moved = move_damaged_aside(self.directory)
+            if moved is not None:
+                logger.warning(
+                    "otel-agents: the store file %s is damaged (%s): moved it to %s and started a fresh store",
+                    self.path,
+                    error,
+                    moved,
+                )
+            self._write(rows, runs)
+
+    def _write(self, rows: list[tuple[Any, ...]], runs: list[tuple[Any, ...]]) -> None:
         with self._connect(create=True) as connection:
             connection.execute("BEGIN IMMEDIATE")
             try:
