@@ -28,10 +28,13 @@ from otel_agents._version import __version__
 if TYPE_CHECKING:
     from otel_agents._internal.autogen.guard import LoopGuard
     from otel_agents._internal.autogen.instrumentor import AutoGenInstrumentor
+    from otel_agents._internal.explain.api import explain
+    from otel_agents._internal.explain.model import Explanation
 
 __all__ = [
     "AutoGenInstrumentor",
     "ConfigError",
+    "Explanation",
     "LoopGuard",
     "LoopLimits",
     "RunSummary",
@@ -39,6 +42,7 @@ __all__ = [
     "__version__",
     "configure",
     "create_runtime",
+    "explain",
     "run_attributes",
     "run_stream",
     "tap",
@@ -56,4 +60,12 @@ def __getattr__(name: str) -> Any:
         from otel_agents._internal.autogen.instrumentor import AutoGenInstrumentor
 
         return AutoGenInstrumentor
+    if name == "explain":  # the analysis and its readers: loaded when a run is explained
+        from otel_agents._internal.explain.api import explain
+
+        return explain
+    if name == "Explanation":
+        from otel_agents._internal.explain.model import Explanation
+
+        return Explanation
     raise AttributeError(f"module 'otel_agents' has no attribute {name!r}")

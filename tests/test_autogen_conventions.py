@@ -397,6 +397,28 @@ def test_classes_read_by_name() -> None:
     assert issubclass(messages.ToolCallSummaryMessage, messages.BaseChatMessage)
 
 
+@pins("CHAT_MESSAGE_CLASSES", "AGENT_EVENT_CLASSES", "AGENT_EVENT_SUFFIX")
+def test_chat_messages_and_events_are_told_apart_by_their_class_names() -> None:
+    import autogen_agentchat.messages as messages
+    from pydantic import BaseModel
+
+    defined = [c for _, c in inspect.getmembers(messages, inspect.isclass) if c.__module__ == messages.__name__]
+    concrete = [c for c in defined if not inspect.isabstract(c)]
+    chat = {c.__name__ for c in concrete if issubclass(c, messages.BaseChatMessage)}
+    events = {c.__name__ for c in concrete if issubclass(c, messages.BaseAgentEvent)}
+    assert chat - {"BaseTextChatMessage"} == ag.CHAT_MESSAGE_CLASSES  # a base class, never streamed as is
+    assert events == ag.AGENT_EVENT_CLASSES
+    assert all(name.endswith(ag.AGENT_EVENT_SUFFIX) for name in events)
+    assert not any(name.endswith(ag.AGENT_EVENT_SUFFIX) for name in chat)
+
+    class Verdict(BaseModel):
+        approved: bool
+
+    structured = messages.StructuredMessage[Verdict](content=Verdict(approved=True), source="critic")
+    name = type(structured).__name__  # what otel_agents.message.type says: the model in brackets
+    assert name.endswith("Verdict]") and name.split("[", 1)[0] in ag.CHAT_MESSAGE_CLASSES
+
+
 @pins("MODEL_CLIENT_PROVIDERS")
 def test_model_client_classes() -> None:
     from autogen_core.models import ChatCompletionClient

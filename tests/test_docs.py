@@ -158,7 +158,7 @@ def test_each_output_shown_is_what_the_command_prints(block: Block) -> None:
 
 def test_every_output_is_shown_somewhere() -> None:
     assert {b.name for b in blocks()} == set(OUTPUTS)
-    assert {b.name for b in blocks((ROOT / "README.md",))} == {"demo-tree"}
+    assert {b.name for b in blocks((ROOT / "README.md",))} == {"demo-tree", "explain-review"}
 
 
 def test_a_changed_output_is_found() -> None:

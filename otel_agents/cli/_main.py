@@ -15,6 +15,7 @@ from otel_agents._internal.config.settings import ConfigError, store_dir
 from otel_agents._version import __version__
 
 from ._cost import DIMENSIONS
+from ._explain import add_parser as add_explain_parser
 
 if TYPE_CHECKING:
     from otel_agents._internal.export.store.reader import Store
@@ -64,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     which.add_argument("--all", action="store_true", help="every stored span")
     export.add_argument("--endpoint", help="OTLP base URL (default: the OTEL_EXPORTER_OTLP_* variables)")
     export.add_argument("--protocol", choices=("grpc", "http/protobuf"))
+    add_explain_parser(commands)
     return parser
 
 
@@ -194,6 +196,19 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _explain(args: argparse.Namespace) -> int:
+    from otel_agents._internal.explain.errors import ExplainError, Unreachable
+
+    from ._explain import run
+
+    try:
+        return run(args, _existing_store)
+    except ExplainError as error:  # bad input, an unknown id, not a run
+        raise UsageError(str(error)) from None
+    except Unreachable as error:
+        raise RunTimeFailure(str(error)) from None
+
+
 def _demo(args: argparse.Namespace) -> int:
     import otel_agents
     from otel_agents._internal.export.store.reader import Store, run_subtree
@@ -263,7 +278,14 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         args = _parser().parse_args(argv)
-        command = {"demo": _demo, "runs": _runs, "show": _show, "cost": _cost, "export": _export}[args.command]
+        command = {
+            "demo": _demo,
+            "runs": _runs,
+            "show": _show,
+            "cost": _cost,
+            "export": _export,
+            "explain": _explain,
+        }[args.command]
         return command(args)
     except (UsageError, ConfigError, StoreVersionError) as error:
         print(f"otel-agents: error: {error}", file=sys.stderr)

@@ -112,6 +112,24 @@ def unknown_usage_store() -> Path:
     return store
 
 
+@cache
+def review_store() -> tuple[Path, str]:
+    """The README's costly run (tests/support/explain_apps.py), recorded through the real OpenAI
+    client against the tests' server: its store and its run id."""
+    from tests.support.explain_apps import record, review_that_never_ends
+    from tests.support.openai_server import OpenAIServer
+
+    store = Path(tempfile.mkdtemp(prefix="docs-review-"))
+    with OpenAIServer() as server:
+        recorded = asyncio.run(record(review_that_never_ends(server), server, store))
+    return store, recorded.run_id
+
+
+def explain_review() -> str:
+    store, run_id = review_store()
+    return _command(store, "explain", run_id[:8])
+
+
 def _ana() -> str:
     (run,) = json.loads(_run("--store", str(demo_store()), "runs", "--json", "--user", "ana"))
     return str(run["run_id"])
@@ -161,6 +179,7 @@ OUTPUTS: dict[str, Callable[[], str]] = {
     "demo-cost-user": demo_cost_user,
     "report-six-runs": report_six_runs,
     "report-unknown-usage": report_unknown_usage,
+    "explain-review": explain_review,
 }
 
 

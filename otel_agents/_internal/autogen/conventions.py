@@ -155,6 +155,31 @@ TOOL_CALL_REQUEST_CLASS: Final = "ToolCallRequestEvent"
 TOOL_CALL_SUMMARY_CLASS: Final = "ToolCallSummaryMessage"
 """The chat message an agent answers a tool call with (its results, as text): a repeat of it is
 its tool call's repeat, counted once, as the tool call."""
+CHAT_MESSAGE_CLASSES: Final = frozenset(
+    {"HandoffMessage", "MultiModalMessage", "StopMessage", "StructuredMessage", "TextMessage", "ToolCallSummaryMessage"}
+)
+"""`autogen_agentchat.messages`' chat messages (concrete `BaseChatMessage` subclasses: what an agent
+says to the team), as a message span's `otel_agents.message.type` names them; a
+`StructuredMessage[Model]` is named with its model in brackets."""
+AGENT_EVENT_CLASSES: Final = frozenset(
+    {
+        "CodeExecutionEvent",
+        "CodeGenerationEvent",
+        "MemoryQueryEvent",
+        "ModelClientStreamingChunkEvent",
+        "SelectSpeakerEvent",
+        "SelectorEvent",
+        "ThoughtEvent",
+        "ToolCallExecutionEvent",
+        "ToolCallRequestEvent",
+        "UserInputRequestedEvent",
+    }
+)
+"""`autogen_agentchat.messages`' events (concrete `BaseAgentEvent` subclasses: what happened on the
+way, a tool call's request and result, a thought, a memory query)."""
+AGENT_EVENT_SUFFIX: Final = "Event"
+"""AutoGen names every event class `...Event` and no chat message so: an app's own message class,
+outside the two sets above, is read as an event when its name ends so, else as a chat message."""
 
 MODEL_CLIENT_PROVIDERS: Final[Mapping[str, str]] = types.MappingProxyType(
     {

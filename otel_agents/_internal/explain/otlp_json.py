@@ -1,0 +1,201 @@
+"""OTLP JSON as `Span`s: an `ExportTraceServiceRequest` (or `TracesData`) as the OTLP/JSON encoding
+writes it (a Collector's file exporter, protobuf's `json_format`), or Jaeger's `/api/v3/traces`
+answer (the same under `result`).
+
+What varies between writers is read either way: ids in hex (as the OTLP/JSON specification says) or
+base64 (protobuf's `json_format` on the bytes fields), field names in lowerCamelCase or as in the
+proto, 64-bit integers as strings or numbers, enums by name or number.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+from typing import Any, Final
+
+from otel_agents._internal.explain.errors import NotOtlpJson
+from otel_agents._internal.explain.model import Span, SpanEvent
+
+_STATUS: Final[Mapping[Any, str]] = MappingProxyType(
+    {
+        "STATUS_CODE_OK": "OK",
+        "OK": "OK",
+        1: "OK",
+        "STATUS_CODE_ERROR": "ERROR",
+        "ERROR": "ERROR",
+        2: "ERROR",
+    }
+)
+
+
+def _field(item: Mapping[str, Any], camel: str, snake: str) -> Any:
+    value = item.get(camel)
+    return item.get(snake) if value is None else value
+
+
+def _id(value: Any, size: int, what: str) -> str | None:
+    """An id of `size` bytes as lowercase hex: given in hex, or in base64; None when empty."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise NotOtlpJson(f"a {what} is not a string: {value!r}")
+    if len(value) == size * 2 and all(c in "0123456789abcdefABCDEF" for c in value):
+        return value.lower()
+    try:
+        decoded = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        decoded = b""
+    if len(decoded) != size:
+        raise NotOtlpJson(f"a {what} is neither {size * 2} hex digits nor {size} bytes in base64: {value!r}")
+    return decoded.hex()
+
+
+def _nanos(value: Any, what: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    if value is None:
+        return 0
+    raise NotOtlpJson(f"a span's {what} is not a number of nanoseconds: {value!r}")
+
+
+def _double(value: Any) -> float:
+    if isinstance(value, str):  # JSON has no NaN or infinity: the encodings write them as strings
+        return float(value)
+    return float(value)
+
+
+def _value(value: Any) -> Any:
+    """An OTLP `AnyValue` as a plain value (arrays as tuples)."""
+    if not isinstance(value, Mapping):
+        return value
+    if "stringValue" in value or "string_value" in value:
+        return _field(value, "stringValue", "string_value")
+    if "intValue" in value or "int_value" in value:
+        return int(_field(value, "intValue", "int_value"))
+    if "doubleValue" in value or "double_value" in value:
+        return _double(_field(value, "doubleValue", "double_value"))
+    if "boolValue" in value or "bool_value" in value:
+        return bool(_field(value, "boolValue", "bool_value"))
+    if "arrayValue" in value or "array_value" in value:
+        array = _field(value, "arrayValue", "array_value") or {}
+        return tuple(_value(v) for v in array.get("values") or ())
+    if "kvlistValue" in value or "kvlist_value" in value:
+        return _attributes((_field(value, "kvlistValue", "kvlist_value") or {}).get("values"))
+    if "bytesValue" in value or "bytes_value" in value:
+        return _field(value, "bytesValue", "bytes_value")
+    return None
+
+
+def _attributes(items: Any) -> dict[str, Any]:
+    if not items:
+        return {}
+    if not isinstance(items, list):
+        raise NotOtlpJson(f"attributes are not a list: {items!r:.80}")
+    out: dict[str, Any] = {}
+    for item in items:
+        if isinstance(item, Mapping) and isinstance(item.get("key"), str):
+            out[item["key"]] = _value(item.get("value"))
+    return out
+
+
+def _status(status: Any) -> str:
+    if not isinstance(status, Mapping):
+        return "UNSET"
+    return _STATUS.get(status.get("code"), "UNSET")
+
+
+def _span(span: Mapping[str, Any]) -> Span:
+    trace_id = _id(_field(span, "traceId", "trace_id"), 16, "trace id")
+    span_id = _id(_field(span, "spanId", "span_id"), 8, "span id")
+    if trace_id is None or span_id is None:
+        raise NotOtlpJson("a span without a trace id or a span id")
+    start = _nanos(_field(span, "startTimeUnixNano", "start_time_unix_nano"), "start")
+    end = _nanos(_field(span, "endTimeUnixNano", "end_time_unix_nano"), "end")
+    events = tuple(
+        SpanEvent(
+            str(event.get("name", "")),
+            _nanos(_field(event, "timeUnixNano", "time_unix_nano"), "event time"),
+            _attributes(event.get("attributes")),
+        )
+        for event in span.get("events") or ()
+        if isinstance(event, Mapping)
+    )
+    return Span(
+        name=str(span.get("name", "")),
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_id=_id(_field(span, "parentSpanId", "parent_span_id"), 8, "parent span id"),
+        start_ns=start,
+        end_ns=max(end, start),
+        attributes=_attributes(span.get("attributes")),
+        events=events,
+        status=_status(span.get("status")),
+    )
+
+
+def _resource_spans(document: Any) -> list[Any]:
+    if isinstance(document, Mapping) and isinstance(document.get("result"), Mapping):
+        document = document["result"]  # Jaeger's /api/v3 answer
+    if not isinstance(document, Mapping):
+        raise NotOtlpJson("not a JSON object with resourceSpans")
+    found = _field(document, "resourceSpans", "resource_spans")
+    if found is None:
+        if "resourceSpans" in document or "resource_spans" in document or "result" in document:
+            return []  # an empty export
+        raise NotOtlpJson("a JSON object without resourceSpans")
+    if not isinstance(found, list):
+        raise NotOtlpJson("resourceSpans is not a list")
+    return found
+
+
+def spans_of(document: Any) -> Iterator[Span]:
+    """The spans of one OTLP JSON document (an export request, or Jaeger's answer)."""
+    for resource in _resource_spans(document):
+        if not isinstance(resource, Mapping):
+            raise NotOtlpJson("a resourceSpans entry is not an object")
+        scopes = _field(resource, "scopeSpans", "scope_spans")
+        if scopes is None:  # before OTLP 0.15: the same under its older name
+            scopes = _field(resource, "instrumentationLibrarySpans", "instrumentation_library_spans")
+        for scope in scopes or ():
+            if not isinstance(scope, Mapping):
+                raise NotOtlpJson("a scopeSpans entry is not an object")
+            for span in scope.get("spans") or ():
+                if not isinstance(span, Mapping):
+                    raise NotOtlpJson("a span is not an object")
+                yield _span(span)
+
+
+def documents(text: str) -> list[Any]:
+    """The JSON documents of `text`: one (a whole file, Jaeger's answer), or one a line (OTLP/JSON
+    lines, as a Collector's file exporter writes them)."""
+    try:
+        return [json.loads(text)]
+    except ValueError:
+        pass
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            found.append(json.loads(line))
+        except ValueError:
+            raise NotOtlpJson(f"line {number} is not JSON") from None
+    return found
+
+
+def spans_of_text(text: str) -> list[Span]:
+    """Every span of OTLP JSON `text` (NotOtlpJson when it is not OTLP JSON)."""
+    found = documents(text)
+    if not found:
+        raise NotOtlpJson("it is empty")
+    try:
+        return [span for document in found for span in spans_of(document)]
+    except (TypeError, ValueError, AttributeError) as error:
+        if isinstance(error, NotOtlpJson):
+            raise
+        raise NotOtlpJson(f"a value is not as OTLP JSON writes it ({error})") from None
