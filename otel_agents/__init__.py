@@ -22,6 +22,7 @@ from otel_agents._internal.config.settings import ConfigError
 from otel_agents._internal.configure import configure
 from otel_agents._internal.genai.keeping import RunSummary
 from otel_agents._internal.run.attribution import run_attributes
+from otel_agents._internal.run.outcomes import record_outcome
 from otel_agents._internal.telemetry import Telemetry
 from otel_agents._version import __version__
 
@@ -43,6 +44,7 @@ __all__ = [
     "configure",
     "create_runtime",
     "explain",
+    "record_outcome",
     "run_attributes",
     "run_stream",
     "tap",

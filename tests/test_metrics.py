@@ -127,13 +127,23 @@ EXPECTED = {
     "otel_agents.run.messages": ("{message}", RUN_MESSAGES_BUCKETS, {"gen_ai.workflow.name", "otel_agents.stop_kind"}),
     "otel_agents.runs": ("{run}", None, {"gen_ai.workflow.name", "otel_agents.stop_kind"}),
     "otel_agents.loop.detections": ("{detection}", None, {"gen_ai.workflow.name", "otel_agents.loop.rule"}),
+    "otel_agents.run.outcomes": (
+        "{run}",
+        None,
+        {"gen_ai.workflow.name", "gen_ai.evaluation.name", "gen_ai.evaluation.score.label"},
+    ),
 }
+
+
+def judged(result: Any) -> str:
+    """The outcome callable of these teams: the short runs succeed, the loop (9 messages) fails."""
+    return "success" if len(result.messages) <= 5 else "failure"
 
 
 @pytest.fixture
 def measured(openai_server: OpenAIServer) -> Iterator[tuple[InMemoryMetricReader, InMemorySpanExporter]]:
     reader, exporter = InMemoryMetricReader(), InMemorySpanExporter()
-    with otel_agents.configure(span_exporter=exporter, metric_readers=[reader]) as telemetry:
+    with otel_agents.configure(span_exporter=exporter, metric_readers=[reader], outcome=judged) as telemetry:
         asyncio.run(run_teams(openai_server))
         telemetry.force_flush()
         yield reader, exporter
@@ -208,7 +218,7 @@ def test_no_run_id_or_other_unbounded_value_is_a_metric_attribute(
 def prometheus_and_team_process(
     tmp_path: Path, openai_server: OpenAIServer
 ) -> Iterator[tuple[Prometheus, otel_agents.Telemetry, InMemorySpanExporter]]:
-    with scraped_pipeline(tmp_path) as scraped:
+    with scraped_pipeline(tmp_path, outcome=judged) as scraped:
         yield scraped
 
 
@@ -268,6 +278,8 @@ def test_the_dashboard_has_the_panels_the_issue_lists() -> None:
         "Run duration (median, p95)",
         "Messages per run (median, p95)",
         "Loop detections",
+        "Spend per successful run",
+        "Share of successful runs",
     } <= titles
     dashboard = json.loads(DASHBOARD.read_text())
     assert dashboard["title"] == "AutoGen team runs"

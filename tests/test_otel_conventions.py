@@ -99,3 +99,32 @@ def test_the_grpc_exporter_logs_a_refused_export_with_the_status_code_among_its_
         and any(arg is grpc.StatusCode.UNIMPLEMENTED for arg in r.args)
     ]
     assert refused, [(r.name, r.getMessage(), r.args) for r in caplog.records]
+
+
+def test_the_logs_api_and_sdk_are_where_an_outcome_log_event_looks_for_them() -> None:
+    """An outcome recorded after its run ended is a log record in the run's trace context, emitted
+    through the Logs API (still under `_logs`) to the SDK's global LoggerProvider, when there is one."""
+    import importlib
+
+    from opentelemetry import trace
+    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+
+    logs = importlib.import_module(otel.LOGS_API_MODULE)
+    sdk_logs = importlib.import_module(otel.SDK_LOGS_MODULE)
+    provider = sdk_logs.LoggerProvider()
+    exporter = InMemoryLogRecordExporter()
+    provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    span_context = trace.SpanContext(0xABC, 0xDEF, is_remote=False, trace_flags=trace.TraceFlags(1))
+    context = trace.set_span_in_context(trace.NonRecordingSpan(span_context))
+    provider.get_logger("otel_agents").emit(
+        logs.LogRecord(
+            timestamp=1,
+            context=context,
+            severity_number=logs.SeverityNumber.INFO,
+            attributes={"gen_ai.evaluation.name": "outcome"},
+            event_name="gen_ai.evaluation.result",
+        )
+    )
+    (record,) = [r.log_record for r in exporter.get_finished_logs()]
+    assert (record.trace_id, record.span_id, record.event_name) == (0xABC, 0xDEF, "gen_ai.evaluation.result")
+    assert callable(logs.get_logger_provider)

@@ -110,7 +110,7 @@ def schema(directory: Path) -> tuple[int, list[str]]:
 
 def test_a_new_store_has_the_current_version(source: Path) -> None:
     version, columns = schema(source)
-    assert version == SCHEMA_VERSION == 2
+    assert version == SCHEMA_VERSION == 3
     assert columns[-4:] == ["user_id", "session_id", "conversation_id", "unknown_calls"]
 
 
@@ -122,7 +122,7 @@ def test_reading_an_old_store_migrates_it_in_place(source: Path, tmp_path: Path)
     done = cli("--store", str(old), "runs", "--json")
     assert done.returncode == 0, done.stderr
     assert schema(old) == (
-        2,
+        SCHEMA_VERSION,
         [*V0_RUN_COLUMNS.split(", "), "user_id", "session_id", "conversation_id", "unknown_calls"],
     )
     migrated = {r.run_id: r for r in Store(old).runs()}
@@ -138,7 +138,7 @@ def test_reading_an_old_store_migrates_it_in_place(source: Path, tmp_path: Path)
 def test_runs_recorded_before_attribution_keep_empty_columns(source: Path, tmp_path: Path) -> None:
     old = old_store(source, tmp_path / "old", strip=("user.id", "session.id", "gen_ai.conversation.id"))
     runs = Store(old).runs()
-    assert len(runs) == 3 and schema(old)[0] == 2
+    assert len(runs) == 3 and schema(old)[0] == SCHEMA_VERSION
     assert all((r.user_id, r.session_id, r.conversation_id) == (None, None, None) for r in runs)
     done = cli("--store", str(old), "show", runs[0].run_id)
     assert done.returncode == 0, done.stderr
@@ -151,7 +151,7 @@ async def test_writing_to_an_old_store_migrates_it_and_adds_the_new_run(source: 
         with otel_agents.run_attributes(user_id="ben"):
             await writers_room(max_messages=2, name="after-the-upgrade").run(task="go")
         telemetry.force_flush()
-    assert schema(old)[0] == 2
+    assert schema(old)[0] == SCHEMA_VERSION
     runs = {r.team: r for r in Store(old).runs()}
     assert set(runs) == {"with-user", "in-a-conversation", "for-nobody", "after-the-upgrade"}
     assert runs["after-the-upgrade"].user_id == "ben" and runs["with-user"].user_id == "ana"
@@ -173,7 +173,7 @@ def test_several_processes_opening_an_old_store_at_once_migrate_it_once(source: 
         _, errors = reader.communicate(timeout=120)
         assert reader.returncode == 0, errors  # a second ALTER TABLE would fail: "duplicate column name"
     assert schema(old) == (
-        2,
+        SCHEMA_VERSION,
         [*V0_RUN_COLUMNS.split(", "), "user_id", "session_id", "conversation_id", "unknown_calls"],
     )
 
@@ -184,16 +184,16 @@ def test_several_processes_opening_an_old_store_at_once_migrate_it_once(source: 
 def test_a_newer_store_is_refused_in_one_line(source: Path, tmp_path: Path, command: list[str]) -> None:
     newer = old_store(source, tmp_path / "newer")
     with sqlite3.connect(newer / DATABASE) as connection:
-        connection.execute("PRAGMA user_version = 3")
+        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     done = cli("--store", str(newer), *command)
     assert done.returncode == 2, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert line == (
-        f"otel-agents: error: the store at {newer / DATABASE} has schema version 3, newer than this otel-agents "
-        "reads (2); upgrade otel-agents or use another store"
+        f"otel-agents: error: the store at {newer / DATABASE} has schema version {SCHEMA_VERSION + 1}, newer "
+        f"than this otel-agents reads ({SCHEMA_VERSION}); upgrade otel-agents or use another store"
     )
     assert done.stdout == ""
-    assert schema(newer)[0] == 3 and "user_id" not in schema(newer)[1], "left as it was"
+    assert schema(newer)[0] == SCHEMA_VERSION + 1 and "user_id" not in schema(newer)[1], "left as it was"
 
 
 async def test_a_newer_store_is_not_written_and_the_run_never_notices(
@@ -225,4 +225,25 @@ def test_a_version_1_store_gains_the_unknown_calls_column(source: Path, tmp_path
         connection.execute("PRAGMA user_version = 1")
     before = {r.run_id: r for r in Store(source).runs()}
     assert {r.run_id: r for r in Store(v1).runs()} == before
-    assert schema(v1)[0] == 2 and schema(v1)[1][-1] == "unknown_calls"
+    assert schema(v1)[0] == SCHEMA_VERSION and schema(v1)[1][-1] == "unknown_calls"  # 2 when written
+
+
+def test_a_version_2_store_gains_the_outcomes_table_and_an_outcome_is_trimmed_with_its_run(
+    source: Path, tmp_path: Path
+) -> None:
+    v2 = tmp_path / "v2"
+    shutil.copytree(source, v2)
+    with sqlite3.connect(v2 / DATABASE) as connection:
+        connection.execute("DROP TABLE outcomes")
+        connection.execute("PRAGMA user_version = 2")
+    runs = Store(v2).runs()
+    assert [r.run_id for r in runs] == [r.run_id for r in Store(source).runs()]
+    assert schema(v2)[0] == SCHEMA_VERSION and Store(v2).outcomes() == {}
+
+    from otel_agents._internal.export.store.writer import StoreWriter
+
+    assert StoreWriter(v2).write_outcome(runs[-1].run_id, "outcome", "success", None)
+    assert not StoreWriter(v2).write_outcome(runs[-1].run_id, "outcome", "failure", None), "one a run and name"
+    assert [o.label for o in Store(v2).outcomes()[runs[-1].run_id]] == ["success"]
+    StoreWriter(v2, max_bytes=1).write([])  # a write trims the oldest runs, whole: the outcome with its run
+    assert Store(v2).outcomes() == {}

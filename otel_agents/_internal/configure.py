@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics, trace
 
@@ -44,6 +44,7 @@ def configure(
     runtime_spans: str | None = None,
     sample_runs: float | None = None,
     keep_runs: str | Callable[[RunSummary], object] | Sequence[str | Callable[[RunSummary], object]] | None = None,
+    outcome: Callable[[Any], object] | None = None,
     set_global: bool = True,
     instrument: bool = True,
 ) -> Telemetry:
@@ -61,7 +62,9 @@ def configure(
     `sample_runs` (`OTEL_AGENTS_SAMPLE_RUNS`): the share of ordinary runs the exporters get, whole,
     by trace id; `keep_runs` (`OTEL_AGENTS_KEEP_RUNS`): the runs they always get whole (a comma list
     of rules, a callable of an `otel_agents.RunSummary` added to them, or a list of both). The store
-    keeps every run.
+    keeps every run. `outcome` (`OTEL_AGENTS_OUTCOME=module:function`): a function (sync or async)
+    of the `TaskResult` or `Response` a run returned, called as it ends (bounded by 5 s), returning a
+    label such as "success", (label, score), or None: the run's outcome.
 
     `instrument=True` (`AutoGenInstrumentor`): every AutoGen run is traced with no change to the
     app (`team.run()`, `Console(team.run_stream())`, an agent's `run`); with False, only the runs
@@ -84,6 +87,7 @@ def configure(
         span_exporter_given=span_exporter is not None,
         sample_runs=sample_runs,
         keep_runs=keep_runs,
+        outcome=outcome,
         environ=env,
     )
     if span_exporter is not None:

@@ -69,6 +69,14 @@ REPEATS: Final = "otel_agents.repeats"
 """Repeats in the run, each beyond the first: chat messages (equal text from the same agent) plus
 tool calls (the same tool with the same arguments)."""
 
+# GenAI semantic conventions: evaluations (a run's outcome)
+GEN_AI_EVALUATION_RESULT_EVENT: Final = "gen_ai.evaluation.result"
+GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
+GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
+GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
+GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
+"""User content: written only with content capture on (through the content policy)."""
+
 # otel-agents: runs sampled in the process (OTEL_AGENTS_SAMPLE_RUNS), on a kept run's span
 SAMPLE_KEPT_BECAUSE: Final = "otel_agents.sample.kept_because"
 """Why the run was kept: the first keep rule it matched (`error`, `loop`, `cancelled`,

@@ -19,6 +19,10 @@ total. `(none)` is the row of runs or calls with no value for the key: a run wit
 team, or conversation); by agent, a call made by no agent (a `SelectorGroupChat` choosing the next
 speaker).
 
+Where the runs have outcomes (`record_outcome`, `configure(outcome=...)`: those named `outcome`),
+each row also counts its runs of each label, and its spend per run of one label (`success` unless
+`--outcome LABEL`): the row's whole priced cost over its runs of that label.
+
 By model and agent the rows are the runs' model calls (`chat` spans); by team, user, conversation
 and day they are the runs themselves (days in UTC, by when the run started). `--since` keeps the
 runs started since then, and the calls of those runs.
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -38,6 +42,9 @@ if TYPE_CHECKING:
     from otel_agents._internal.export.store.reader import StoredCall, StoredRun
 
 DIMENSIONS: Final = ("team", "model", "agent", "user", "conversation", "day")
+OUTCOME_NAME: Final = "outcome"
+"""The outcomes `cost` counts: those of the default name (what the outcome callable records)."""
+DEFAULT_OUTCOME: Final = "success"
 BY_CALL: Final = frozenset({"model", "agent"})
 NONE: Final = "(none)"
 
@@ -94,10 +101,22 @@ class CostRow:
     unpriced_calls: int = 0
     unpriced_tokens: int = 0
     unknown_usage_calls: int = 0
+    outcomes: dict[str, int] | None = None
+    """Runs of each outcome label; None when no run of the report has an outcome."""
+    outcome: str = DEFAULT_OUTCOME
+    """The label `cost_per_outcome_usd` divides by."""
 
     @property
     def runs(self) -> int:
         return len(self.run_ids)
+
+    @property
+    def micro_usd_per_outcome(self) -> int | None:
+        """The row's priced cost over its runs of `outcome`, in micro-dollars (None: none such, or unpriced)."""
+        runs = (self.outcomes or {}).get(self.outcome, 0)
+        if not runs or self.micro_usd is None:
+            return None
+        return round(self.micro_usd / runs)
 
     @property
     def cost_usd(self) -> float | None:
@@ -133,6 +152,16 @@ class CostRow:
             "unpriced_calls": self.unpriced_calls,
             "unpriced_tokens": self.unpriced_tokens,
             "unknown_usage_calls": self.unknown_usage_calls,
+            **(
+                {
+                    "outcomes": dict(sorted(self.outcomes.items())),
+                    "cost_per_outcome_usd": None
+                    if self.micro_usd_per_outcome is None
+                    else self.micro_usd_per_outcome / 1_000_000,
+                }
+                if self.outcomes is not None
+                else {}
+            ),
         }
 
 
@@ -244,10 +273,23 @@ def cost_rows(by: str, runs: Iterable[StoredRun], calls: Sequence[StoredCall]) -
     return sorted(rows.values(), key=order)
 
 
-def total(rows: Sequence[CostRow]) -> CostRow:
+def total(rows: Sequence[CostRow], labels: Mapping[str, str] | None = None, outcome: str = DEFAULT_OUTCOME) -> CostRow:
     """All rows together: distinct runs, summed tokens and counts, the exact sum of the rows' priced
-    micro-dollars."""
+    micro-dollars (and, with `labels`, the runs of each label)."""
     out = CostRow("total")
     for row in rows:
         out.merge(row)
+    if labels:
+        with_outcomes([out], labels, outcome)
     return out
+
+
+def with_outcomes(rows: Sequence[CostRow], labels: Mapping[str, str], outcome: str = DEFAULT_OUTCOME) -> None:
+    """Count each row's runs of each label (`labels`: run id -> its outcome's label)."""
+    for row in rows:
+        counted: dict[str, int] = {}
+        for run_id in row.run_ids:
+            label = labels.get(run_id)
+            if label is not None:
+                counted[label] = counted.get(label, 0) + 1
+        row.outcomes, row.outcome = counted, outcome

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from otel_agents._internal.explain.findings import Thresholds
+    from otel_agents._internal.explain.model import Explanation
     from otel_agents._internal.export.store.reader import Store
 
 _THRESHOLD_OPTIONS = (
@@ -66,6 +67,16 @@ def _thresholds(args: argparse.Namespace) -> Thresholds:
         raise ExplainError(f"--{option.replace('_', '-')} {rest}") from None
 
 
+def _with_stored_outcomes(explanation: Explanation, store: Store) -> Explanation:
+    """The run's outcomes as the store has them: those recorded after it ended as well."""
+    run = explanation.run
+    stored = store.outcomes([run.run_id or ""]).get(run.run_id or "", [])
+    merged = {name: (name, label, score) for name, label, score in run.outcomes}
+    merged.update({o.name: (o.name, o.label, o.score) for o in stored})
+    outcomes = tuple(merged[name] for name in sorted(merged))
+    return replace(explanation, run=replace(run, outcomes=outcomes))
+
+
 def run(args: argparse.Namespace, existing_store: Callable[[str | None], Store]) -> int:
     """Read the trace, explain the run, print it (text, or `--json`)."""
     from otel_agents._internal.explain import readers
@@ -93,6 +104,8 @@ def run(args: argparse.Namespace, existing_store: Callable[[str | None], Store])
         if chosen is not None:
             read = replace(read, run=chosen)
     explanation = explain_spans(read.spans, read.run, thresholds, where=read.where)
+    if args.jaeger is None and args.file is None and explanation.run.run_id is not None:
+        explanation = _with_stored_outcomes(explanation, existing_store(args.store))
     if args.json:
         print(json.dumps(explanation.to_dict(), indent=2))
     else:

@@ -56,6 +56,11 @@ def _parser() -> argparse.ArgumentParser:
     cost.add_argument("--by", required=True, choices=DIMENSIONS, help="what a row is")
     cost.add_argument("--since", help="only runs started in this last while: 30m, 24h, 7d, 2w")
     cost.add_argument("--json", action="store_true", help="a JSON array of rows instead of a table")
+    cost.add_argument(
+        "--outcome",
+        metavar="LABEL",
+        help="where runs have outcomes: the label the spend per run is of (default: success)",
+    )
     show = commands.add_parser("show", help="show one run's trace as a tree with a waterfall")
     show.add_argument("run", help="a run id, or a unique prefix of one")
     show.add_argument("--json", action="store_true")
@@ -94,12 +99,13 @@ def _runs(args: argparse.Namespace) -> int:
     store = _existing_store(args.store)
     runs = store.runs(limit=args.limit, user=args.user, conversation=args.conversation, team=args.team)
     filtered = any(value is not None for value in (args.user, args.conversation, args.team))
+    outcomes = store.outcomes([r.run_id for r in runs]) if runs else {}
     if args.json:
-        print(json.dumps([run_json(r) for r in runs], indent=2))
+        print(json.dumps([run_json(r, outcomes.get(r.run_id, ())) for r in runs], indent=2))
     elif not runs:
         print("no runs match" if filtered else "no runs yet")
     else:
-        console().print(runs_table(runs))
+        console().print(runs_table(runs, outcomes))
     return 0
 
 
@@ -120,7 +126,8 @@ def _show(args: argparse.Namespace) -> int:
         else []
     )
     if args.json:
-        print(json.dumps(trace_json(run, spans, others), indent=2))
+        outcomes = store.outcomes([run.run_id, *(other.run_id for other in others)])
+        print(json.dumps(trace_json(run, spans, others, outcomes), indent=2))
     else:
         console().print(trace_tree(run, spans, others))
     return 0
@@ -129,7 +136,7 @@ def _show(args: argparse.Namespace) -> int:
 def _cost(args: argparse.Namespace) -> int:
     import time
 
-    from ._cost import BY_CALL, cost_rows, parse_since, total
+    from ._cost import BY_CALL, DEFAULT_OUTCOME, OUTCOME_NAME, cost_rows, parse_since, total, with_outcomes
     from ._render import console, cost_notes, cost_table, iso_utc
 
     since_ns: int | None = None
@@ -142,13 +149,20 @@ def _cost(args: argparse.Namespace) -> int:
     runs = store.runs(since_ns=since_ns)
     calls = store.calls(since_ns=since_ns)
     rows = cost_rows(args.by, runs, calls)
+    if args.outcome is not None and not args.outcome.strip():
+        raise UsageError("--outcome '': expected a label, e.g. success")
+    outcome = (args.outcome or DEFAULT_OUTCOME).strip()
+    stored = store.outcomes([run.run_id for run in runs]) if runs else {}
+    labels = {run_id: o.label for run_id, found in stored.items() for o in found if o.name == OUTCOME_NAME}
+    if labels:
+        with_outcomes(rows, labels, outcome)
     if args.json:
         print(json.dumps([row.json() for row in rows], indent=2))
         return 0
     if not runs:
         print("no runs match" if since_ns is not None else "no runs yet")
         return 0
-    whole = total(rows)
+    whole = total(rows, labels, outcome)
     what = "model calls of " if args.by in BY_CALL else ""
     when = f" started since {iso_utc(since_ns)[:16].replace('T', ' ')} UTC ({args.since})" if since_ns else ""
     title = f"cost by {args.by}: {what}{len(runs)} run{'s' if len(runs) != 1 else ''}{when}"

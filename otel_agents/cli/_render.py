@@ -9,7 +9,7 @@ whole rows; the head lines of `show` are never wrapped.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, Final, TextIO
@@ -22,7 +22,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from otel_agents._internal import keys as sc
-from otel_agents._internal.export.store.reader import StoredRun, StoredSpan
+from otel_agents._internal.export.store.reader import StoredOutcome, StoredRun, StoredSpan
 
 from ._cost import CostRow, micro
 
@@ -57,7 +57,7 @@ def _started(ns: int) -> str:
     return iso_utc(ns)[:19].replace("T", " ")
 
 
-def run_json(run: StoredRun) -> dict[str, Any]:
+def run_json(run: StoredRun, outcomes: Sequence[StoredOutcome] = ()) -> dict[str, Any]:
     return {
         "run_id": run.run_id,
         "trace_id": run.trace_id,
@@ -74,6 +74,7 @@ def run_json(run: StoredRun) -> dict[str, Any]:
         "stop_reason": run.stop_reason,
         "stop_kind": run.stop_kind,
         "unknown_usage_calls": run.unknown_calls or 0,
+        "outcomes": [outcome.to_dict() for outcome in outcomes],
     }
 
 
@@ -102,8 +103,18 @@ def _plain_table(**kwargs: Any) -> Table:
     return Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1), **kwargs)
 
 
-def runs_table(runs: Sequence[StoredRun]) -> Table:
-    """One line per run under a one-line header (no borders: `split()` finds the run id first)."""
+def outcomes_text(outcomes: Sequence[StoredOutcome]) -> str:
+    """`success`, `quality=good (0.8)`: the default name left out."""
+    shown = []
+    for o in outcomes:
+        text = o.label if o.name == "outcome" else f"{o.name}={o.label}"
+        shown.append(text if o.score is None else f"{text} ({o.score:g})")
+    return ", ".join(shown)
+
+
+def runs_table(runs: Sequence[StoredRun], outcomes: Mapping[str, Sequence[StoredOutcome]] | None = None) -> Table:
+    """One line per run under a one-line header (no borders: `split()` finds the run id first);
+    an OUTCOME column where any run has one."""
     table = _plain_table()
     table.add_column("RUN", no_wrap=True, min_width=12)
     table.add_column("STARTED (UTC)", no_wrap=True, min_width=19)
@@ -115,6 +126,8 @@ def runs_table(runs: Sequence[StoredRun]) -> Table:
     table.add_column("TOKENS", justify="right", no_wrap=True)
     table.add_column("COST", justify="right", no_wrap=True)
     table.add_column("STOP", no_wrap=True)
+    if outcomes:
+        table.add_column("OUTCOME", no_wrap=True, overflow="ellipsis", max_width=32)
     for run in runs:
         tokens = (run.input_tokens or 0) + (run.output_tokens or 0)
         table.add_row(
@@ -128,6 +141,7 @@ def runs_table(runs: Sequence[StoredRun]) -> Table:
             f"{tokens:,}+{UNKNOWN}" if run.unknown_calls else f"{tokens:,}",
             run_money(run),
             run.stop_kind or "",
+            *([outcomes_text(outcomes.get(run.run_id, ()))] if outcomes else []),
         )
     return table
 
@@ -283,10 +297,16 @@ def conversation_runs(run: StoredRun, others: Sequence[StoredRun]) -> list[Rende
     return [_line(""), _line(title), table, *rest]
 
 
-def trace_json(run: StoredRun, spans: Sequence[StoredSpan], others: Sequence[StoredRun] = ()) -> dict[str, Any]:
+def trace_json(
+    run: StoredRun,
+    spans: Sequence[StoredSpan],
+    others: Sequence[StoredRun] = (),
+    outcomes: Mapping[str, Sequence[StoredOutcome]] | None = None,
+) -> dict[str, Any]:
+    outcomes = outcomes or {}
     return {
-        "run": run_json(run),
-        "conversation_runs": [run_json(other) for other in others],
+        "run": run_json(run, outcomes.get(run.run_id, ())),
+        "conversation_runs": [run_json(other, outcomes.get(other.run_id, ())) for other in others],
         "spans": [
             {
                 "name": s.name,
@@ -346,6 +366,11 @@ def cost_table(by: str, rows: Sequence[CostRow], total: CostRow, title: str) -> 
     table.add_column("COST (USD)", cost, justify="left" if marked else "right", no_wrap=True)
     table.add_column("SHARE", "", justify="right", no_wrap=True)
     table.add_column("", "", width=_BAR, no_wrap=True)
+    outcomes = total.outcomes is not None
+    if outcomes:
+        label = total.outcome.upper()
+        table.add_column(label, str((total.outcomes or {}).get(total.outcome, 0)), justify="right", no_wrap=True)
+        table.add_column(f"PER {label}", micro_money(total.micro_usd_per_outcome), justify="right", no_wrap=True)
     largest = max((row.micro_usd or 0 for row in rows), default=0)
     for row in rows:
         priced = row.micro_usd is not None
@@ -359,6 +384,11 @@ def cost_table(by: str, rows: Sequence[CostRow], total: CostRow, title: str) -> 
             _cost_cell(row, widths),
             share,
             bar,
+            *(
+                [str((row.outcomes or {}).get(row.outcome, 0)), micro_money(row.micro_usd_per_outcome)]
+                if outcomes
+                else []
+            ),
         )
     return table
 

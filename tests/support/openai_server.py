@@ -78,6 +78,12 @@ class OpenAIServer:
         with self._lock:
             return len(self.requests)
 
+    def play(self, replies: list[Reply]) -> None:
+        """Answer the next requests with `replies` from the first (the last one repeated after)."""
+        with self._lock:
+            self.script = list(replies)
+            self._next = 0
+
     def take_reply(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Reply:
         with self._lock:
             self.requests.append(body)

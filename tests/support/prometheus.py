@@ -99,7 +99,7 @@ def start_alertmanager(workdir: Path, config: dict[str, Any]) -> Server:
 
 
 @contextmanager
-def scraped_pipeline(workdir: Path) -> Iterator[tuple[Prometheus, Any, Any]]:
+def scraped_pipeline(workdir: Path, **configure: Any) -> Iterator[tuple[Prometheus, Any, Any]]:
     """`otel_agents.configure()` with an in-memory span exporter and its Prometheus endpoint on a free
     port, scraped by a real Prometheus: (server, telemetry, exporter); both stopped at the end."""
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -107,7 +107,7 @@ def scraped_pipeline(workdir: Path) -> Iterator[tuple[Prometheus, Any, Any]]:
     import otel_agents
 
     exporter = InMemorySpanExporter()
-    telemetry = otel_agents.configure(span_exporter=exporter, prometheus=("127.0.0.1", 0))
+    telemetry = otel_agents.configure(span_exporter=exporter, prometheus=("127.0.0.1", 0), **configure)
     assert telemetry.prometheus is not None
     server = start_prometheus(workdir, [f"127.0.0.1:{telemetry.prometheus.port}"])
     try:

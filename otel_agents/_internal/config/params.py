@@ -437,6 +437,16 @@ SAMPLE_MAX_WAITING_SPANS: Final = Param[int](
     kind="a whole number above 0: spans all runs hold waiting (past it, the oldest waiting run is kept)",
 )
 
+OUTCOME: Final = Param[Any](
+    setting="a run's outcome",
+    argument="outcome",
+    variables=("OTEL_AGENTS_OUTCOME",),
+    parse=parsers.function_reference,
+    check=parsers.outcome_callable,
+    kind="module:function (imported at the first run's end); the argument: a function (sync or async) of "
+    "the TaskResult or Response a run returned, returning a label, (label, score) or None",
+)
+
 METRIC_ATTRIBUTES: Final = Param[tuple[str, ...]](
     setting="metric labels from run attributes",
     variables=("OTEL_AGENTS_METRIC_ATTRIBUTES",),
@@ -490,6 +500,7 @@ PARAMS: Final[tuple[Param[Any], ...]] = (
     KEEP_RUNS,
     SAMPLE_MAX_SPANS_PER_RUN,
     SAMPLE_MAX_WAITING_SPANS,
+    OUTCOME,
     CAPTURE_CONTENT,
     REDACT,
     CONTENT_MAX_CHARS,

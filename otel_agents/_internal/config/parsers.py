@@ -420,3 +420,22 @@ def sample_ratio(source: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:  # NaN fails too
         raise ConfigError(f"{source}={value!r}: expected a ratio from 0 to 1")
     return float(value)
+
+
+_REFERENCE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
+
+
+def function_reference(name: str, text: str) -> str:
+    """`module:function` (imported when first needed, not here)."""
+    if not _REFERENCE.fullmatch(text):
+        raise ConfigError(f"{name}={text!r}: expected module:function, e.g. myapp.outcomes:judge")
+    return text
+
+
+def outcome_callable(source: str, value: object) -> Callable[..., object]:
+    if not callable(value):
+        raise ConfigError(
+            f"{source}={value!r}: expected a function of the run's TaskResult or Response returning a label, "
+            "(label, score) or None"
+        )
+    return value

@@ -32,6 +32,7 @@ from otel_agents._internal.config.params import (
     METRICS_EXPORTER,
     OTLP_METRICS,
     OTLP_TRACES,
+    OUTCOME,
     PRICES,
     PROMETHEUS,
     PROMETHEUS_HOST,
@@ -135,6 +136,9 @@ class Settings:
     """OTEL_AGENTS_EXIT_TIMEOUT_S: how long the process's exit (and a SIGTERM) waits for export."""
     sampling: Sampling = field(default_factory=Sampling)
     """OTEL_AGENTS_SAMPLE_RUNS, OTEL_AGENTS_KEEP_RUNS and the bounds of what waits."""
+    outcome: Any = None
+    """What says a run's outcome as it ends: `configure(outcome=...)`'s function, or
+    OTEL_AGENTS_OUTCOME's `module:function` (imported at the first run's end); None: nothing."""
 
 
 _SPAN_QUEUE_SIZE: Final = next(p for p in BATCHING if p.variables == ("OTEL_BSP_MAX_QUEUE_SIZE",))
@@ -297,6 +301,7 @@ def resolve_settings(
     span_exporter_given: bool = False,
     sample_runs: object = None,
     keep_runs: object = None,
+    outcome: object = None,
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
     """Resolve every setting, validating each variable even when an argument wins over it.
@@ -361,6 +366,7 @@ def resolve_settings(
         run_parent=RUN_PARENT.value(None, env),
         exit_timeout_s=EXIT_TIMEOUT_S.value(None, env),
         sampling=_sampling(sample_runs, keep_runs, env),
+        outcome=OUTCOME.resolve(outcome, env),
     )
 
 

@@ -431,7 +431,20 @@ def _facts(selection: _Selection, walk: _Walk, micro: Mapping[int, int | None], 
         stop_reason=_text(attributes.get(sc.STOP_REASON)),
         stop_kind=_text(attributes.get(sc.STOP_KIND)),
         unknown_usage_calls=unknown if unknown is not None else sum(1 for c in calls if not c.usage_known),
+        outcomes=outcomes_of(root),
     )
+
+
+def outcomes_of(root: Span) -> tuple[tuple[str, str, float | None], ...]:
+    """The outcomes on a run's span (`gen_ai.evaluation.result` events), by name."""
+    found: dict[str, tuple[str, str, float | None]] = {}
+    for event in root.events:
+        name = event.attributes.get(sc.GEN_AI_EVALUATION_NAME)
+        label = event.attributes.get(sc.GEN_AI_EVALUATION_SCORE_LABEL)
+        if event.name == sc.GEN_AI_EVALUATION_RESULT_EVENT and isinstance(name, str) and isinstance(label, str):
+            score = event.attributes.get(sc.GEN_AI_EVALUATION_SCORE_VALUE)
+            found.setdefault(name, (name, label, float(score) if isinstance(score, int | float) else None))
+    return tuple(found[name] for name in sorted(found))
 
 
 def _agents(walk: _Walk, micro: Mapping[int, int | None], solo: str) -> tuple[AgentShare, ...]:

@@ -89,6 +89,8 @@ class RunFacts:
     stop_reason: str | None
     stop_kind: str | None
     unknown_usage_calls: int
+    outcomes: tuple[tuple[str, str, float | None], ...] = ()
+    """(name, label, score) of each outcome, by name: the run span's events (the store's too)."""
 
     @property
     def tokens(self) -> int:
@@ -113,6 +115,7 @@ class RunFacts:
             "stop_reason": self.stop_reason,
             "stop_kind": self.stop_kind,
             "unknown_usage_calls": self.unknown_usage_calls,
+            "outcomes": [{"name": name, "label": label, "score": score} for name, label, score in self.outcomes],
         }
 
 

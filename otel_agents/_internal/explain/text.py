@@ -50,6 +50,12 @@ def _table(rows: Sequence[Sequence[str]], right: Sequence[bool], indent: str = "
     return lines
 
 
+def outcome_text(name: str, label: str, score: float | None) -> str:
+    """`success`, `quality=good (0.8)`: the default name left out."""
+    shown = label if name == "outcome" else f"{name}={label}"
+    return shown if score is None else f"{shown} ({score:g})"
+
+
 def _head(e: Explanation) -> list[str]:
     run = e.run
     unknown = run.unknown_usage_calls > 0
@@ -69,6 +75,8 @@ def _head(e: Explanation) -> list[str]:
         stopped = f"stopped: {run.stop_kind or 'unknown'}{reason}"
     ids = f"run {run.run_id}  trace {run.trace_id}" if run.run_id else f"trace {run.trace_id}"
     lines = [" · ".join([*parts, stopped]), f"{ids}  started {iso_utc(run.started_ns)}"]
+    if run.outcomes:
+        lines.append("outcome: " + ", ".join(outcome_text(*outcome) for outcome in run.outcomes))
     if e.shape == "on_messages":
         lines.append(
             "an agent's on_messages call: one agent answering, no team and no turns; its model calls are its own"

@@ -20,6 +20,13 @@ HTTP_METRIC_EXPORTER_LOGGERS: Final = (
 )
 """Where the OTLP/HTTP metric exporter logs a failed export ("Failed to export metrics batch code:
 405, ..."): its own module's logger, and its HTTP client's."""
+LOGS_API_MODULE: Final = "opentelemetry._logs"
+"""The Logs API (its module name begins with an underscore while logs are in development):
+`get_logger_provider()`, `LogRecord(..., context=, event_name=)`, `SeverityNumber`. An outcome
+recorded after its run ended is a log event in the run's trace context."""
+SDK_LOGS_MODULE: Final = "opentelemetry.sdk._logs"
+"""The SDK's logs (`LoggerProvider`): a global one of these is the application's logs pipeline
+(the distro's, with `OTEL_LOGS_EXPORTER`); otel-agents emits nothing where there is none."""
 GRPC_EXPORTER_LOGGER: Final = "opentelemetry.exporter.otlp.proto.grpc.exporter"
 """The logger every OTLP/gRPC exporter shares. A failed export is logged at ERROR with the call's
 `grpc.StatusCode` among the record's `args` (the status is in no public API of the exporter); a

@@ -22,6 +22,7 @@ from opentelemetry.context import Context
 
 from otel_agents._internal import keys as sc
 from otel_agents._internal import process_state
+from otel_agents._internal.genai.outcomes import LABELS_A_NAME, NAMES, OTHER, Outcome
 from otel_agents._internal.per_provider import PerProvider
 from otel_agents._version import SCHEMA_URL, __version__
 
@@ -151,6 +152,13 @@ class Instruments:
         self.loop_detections = meter.create_counter(
             "otel_agents.loop.detections", unit="{detection}", description="Runaway-loop rules a run broke"
         )
+        self.run_outcomes = meter.create_counter(
+            "otel_agents.run.outcomes",
+            unit="{run}",
+            description="Runs by the outcome recorded for them, by team, outcome name and label",
+        )
+        self._outcome_labels: dict[str, set[str]] = {}
+        """Per outcome name the labels counted so far (at most `LABELS_A_NAME`; the rest `other`)."""
 
         # `otel_agents.spans.dropped` and `otel_agents.spans.unplaced`, observed when collected
         self.span_counts = _span_counts_of(meter_provider, meter, dropped_spans, unplaced_spans) if exported else None
@@ -173,6 +181,25 @@ class Instruments:
         self.cost.add(
             cost_usd,
             _present({sc.GEN_AI_WORKFLOW_NAME: workflow, sc.GEN_AI_AGENT_NAME: agent, sc.GEN_AI_REQUEST_MODEL: model}),
+            context=context,
+        )
+
+    def outcome(self, *, workflow: str, outcome: Outcome, context: Context | None = None) -> None:
+        """One outcome of a run (its name and label bounded: at most 20 of each, the rest `other`)."""
+        if not self.exported:
+            return
+        labels = self._outcome_labels
+        name = outcome.name if outcome.name in labels or len(labels) < NAMES else OTHER
+        seen = labels.setdefault(name, set())
+        label = outcome.label if outcome.label in seen or len(seen) < LABELS_A_NAME else OTHER
+        seen.add(label)
+        self.run_outcomes.add(
+            1,
+            {
+                sc.GEN_AI_WORKFLOW_NAME: workflow,
+                sc.GEN_AI_EVALUATION_NAME: name,
+                sc.GEN_AI_EVALUATION_SCORE_LABEL: label,
+            },
             context=context,
         )
 

@@ -45,6 +45,8 @@ async def recorded(recorder: WorkflowSpan, call: Awaitable[Any], record: Callabl
     else:
         try:
             record(recorder, result)
+            if recorder.before_end is not None:  # what it returned is judged before it ends
+                await recorder.before_end()
         except Exception:  # recording never breaks the run
             logger.warning("otel-agents could not record the result of %r", recorder.run.workflow, exc_info=True)
         return result

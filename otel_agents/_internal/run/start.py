@@ -13,7 +13,7 @@ from otel_agents._internal import keys as sc
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.genai.loops import LoopRules
 from otel_agents._internal.recording import Recording
-from otel_agents._internal.run import attribution
+from otel_agents._internal.run import attribution, outcomes
 from otel_agents._internal.run.workflow import WorkflowSpan
 from otel_agents._internal.tracing.state import Run
 
@@ -91,6 +91,10 @@ def start_run(
         if runner is not None:  # the conversation's last run, once it really ran (AutoGen may refuse it)
             span, run_id = workflow.span.get_span_context(), workflow.run_id
             workflow.at_first_item = lambda: attribution.run_started(runner, span, run_id)
+        outcomes.started(workflow)
+        workflow.at_end = lambda: outcomes.ended(workflow)
+        if telemetry.settings.outcome is not None:
+            workflow.before_end = lambda: outcomes.settle(workflow)
         return workflow
     except Exception:
         logger.warning("otel-agents could not start tracing run %r; it runs untraced", name, exc_info=True)

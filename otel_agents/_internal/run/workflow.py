@@ -7,7 +7,7 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry import context as otel_context
@@ -21,6 +21,7 @@ from otel_agents._internal.export.soon import FLUSH_SOON
 from otel_agents._internal.genai.fingerprints import text_fingerprint
 from otel_agents._internal.genai.growth import growth_per_turn
 from otel_agents._internal.genai.keeping import RunSummary
+from otel_agents._internal.genai.outcomes import Outcome
 from otel_agents._internal.per_provider import PerProvider
 from otel_agents._internal.run.keep import decide, not_applied
 from otel_agents._internal.run.stop import (
@@ -205,6 +206,14 @@ class WorkflowSpan:
         self._ending = threading.Lock()
         self.at_first_item: Callable[[], None] | None = None
         """Called once, at the first item (the run really started)."""
+        self.before_end: Callable[[], Awaitable[None]] | None = None
+        """Awaited as the run ends with what it returned, before its span ends (the outcome callable)."""
+        self.at_end: Callable[[], None] | None = None
+        """Called once its span has ended."""
+        self.result: object | None = None
+        """The `TaskResult` or `Response` the run returned (a root run's)."""
+        self.outcomes: dict[str, Outcome] = {}
+        """Outcomes recorded while it was open, by name."""
         key = id(self)
         _open[key] = weakref.ref(self, lambda _, key=key: _open.pop(key, None))  # type: ignore[misc]
 
@@ -218,6 +227,8 @@ class WorkflowSpan:
             at_first_item, self.at_first_item = self.at_first_item, None
             at_first_item()
         if isinstance(item, self._task_result_type):
+            if self.is_root:
+                self.result = item
             if item.stop_reason is None and self._single_agent and item.messages:
                 self._responded(item.messages[-1])
             else:
@@ -226,6 +237,8 @@ class WorkflowSpan:
             self._finished = True  # how it ended is known: a consumer leaving now changes nothing
             return
         if isinstance(item, self._response_type):  # the end of an agent's `on_messages_stream`
+            if self.is_root:
+                self.result = item
             self.on_item(item.chat_message, timed=timed)
             self._responded(item.chat_message)
             self._finished = True
@@ -306,6 +319,22 @@ class WorkflowSpan:
             if run.instruments is not None:
                 run.instruments.loop_detections.add(1, {sc.GEN_AI_WORKFLOW_NAME: run.workflow, sc.LOOP_RULE: hit.rule})
 
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    def add_outcome(self, outcome: Outcome) -> bool:
+        """An outcome recorded while the run is open: an event on its span, counted (once a name).
+        False when the run has ended (or has one of that name): nothing added."""
+        with self._ending:  # the span cannot end half-way through
+            if self._ended or outcome.name in self.outcomes:
+                return False
+            self.outcomes[outcome.name] = outcome
+            self.span.add_event(sc.GEN_AI_EVALUATION_RESULT_EVENT, outcome.attributes(self.run.content))
+        if self.run.instruments is not None:
+            self.run.instruments.outcome(workflow=self.run.workflow, outcome=outcome, context=self.context)
+        return True
+
     def stopped(self, reason: str) -> None:
         """The run ended early: `cancelled`, `consumer_closed` or `shutdown` (unless its result
         came); the first reason given stands (a run its consumer left, shut down before AutoGen's
@@ -334,6 +363,9 @@ class WorkflowSpan:
                 REGISTRY.end(self.trail)
             else:
                 REGISTRY.close_workflow(self.trail, self.span.get_span_context())
+            if self.at_end is not None:
+                at_end, self.at_end = self.at_end, None
+                at_end()
 
     def _end(self) -> None:
         span = self.span
@@ -411,6 +443,7 @@ class WorkflowSpan:
             session_id=_text(given.get(sc.SESSION_ID)),
             conversation_id=run.conversation_id,
             attributes=run.attributes,
+            outcomes={name: outcome.label for name, outcome in self.outcomes.items()},
         )
         already = given.get(sc.SAMPLE_KEPT_BECAUSE)
         because = decide(sampling, summary, self.span.get_span_context().trace_id, already=_text(already))

@@ -46,6 +46,19 @@ class StoredRun:
 
 
 @dataclass(frozen=True)
+class StoredOutcome:
+    """An outcome of a stored run (`record_outcome`, `configure(outcome=...)`)."""
+
+    run_id: str
+    name: str
+    label: str
+    score: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "label": self.label, "score": self.score}
+
+
+@dataclass(frozen=True)
 class StoredCall:
     """One model call (a `chat` span) of a stored run."""
 
@@ -226,6 +239,22 @@ class Store(StoreFile):
         if len(rows) > 1:
             raise RunNotFound(f"run id prefix {prefix!r} is ambiguous; give more characters")
         return StoredRun(*rows[0])
+
+    def outcomes(self, run_ids: Sequence[str] | None = None) -> dict[str, list[StoredOutcome]]:
+        """The outcomes of `run_ids` (None: of every run), by run, each run's by name."""
+        found: dict[str, list[StoredOutcome]] = {}
+        query = "SELECT run_id, name, label, score FROM outcomes"
+        if run_ids is None:
+            rows = self._read(f"{query} ORDER BY run_id, name")
+        else:
+            rows = []
+            wanted = list(dict.fromkeys(run_ids))
+            for at in range(0, len(wanted), 500):  # SQLite's bound on parameters, with room
+                part = wanted[at : at + 500]
+                rows += self._read(f"{query} WHERE run_id IN ({', '.join('?' * len(part))}) ORDER BY name", part)
+        for run_id, name, label, score in rows:
+            found.setdefault(run_id, []).append(StoredOutcome(run_id, name, label, score))
+        return found
 
     def spans(self, trace_id: str | None = None) -> list[StoredSpan]:
         if trace_id is None:

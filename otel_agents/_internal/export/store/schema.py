@@ -21,7 +21,7 @@ from typing import Any, Final
 from otel_agents._internal import keys as sc
 from otel_agents._internal.export.store_path import DATABASE
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 """The store layout this code writes and reads (SQLite `PRAGMA user_version`; 0: before versions)."""
 
 _TABLES: Final = (
@@ -55,6 +55,15 @@ _TABLES: Final = (
     )""",
     "CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started_ns)",
     "CREATE INDEX IF NOT EXISTS runs_by_trace ON runs (trace_id)",
+    # Version 3: outcomes, one a run and name (the run's span events, and those recorded after it)
+    """CREATE TABLE IF NOT EXISTS outcomes (
+        run_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        label TEXT NOT NULL,
+        score REAL,
+        recorded_ns INTEGER NOT NULL,
+        PRIMARY KEY (run_id, name)
+    )""",
 )
 ADDED_IN_1: Final = (
     ("user_id", sc.USER_ID),

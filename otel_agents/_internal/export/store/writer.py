@@ -8,6 +8,7 @@ import json
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -109,6 +110,21 @@ def _run_row(span: ReadableSpan) -> tuple[Any, ...] | None:
     )
 
 
+def _outcome_rows(span: ReadableSpan, run: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """The outcomes on a run's span (`gen_ai.evaluation.result` events): (run id, name, label,
+    score, when)."""
+    rows = []
+    for event in span.events:
+        attributes = event.attributes or {}
+        if event.name != sc.GEN_AI_EVALUATION_RESULT_EVENT:
+            continue
+        name, label = attributes.get(sc.GEN_AI_EVALUATION_NAME), attributes.get(sc.GEN_AI_EVALUATION_SCORE_LABEL)
+        if isinstance(name, str) and isinstance(label, str):
+            score = attributes.get(sc.GEN_AI_EVALUATION_SCORE_VALUE)
+            rows.append((run[0], name, label, score if isinstance(score, int | float) else None, event.timestamp))
+    return rows
+
+
 def _count(value: Any) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
@@ -120,9 +136,14 @@ class StoreWriter(StoreFile):
         """Write `spans` (their runs too). A damaged store file is moved aside and the batch written
         to a fresh store in its place: later runs are not dropped with it."""
         rows = [_encode(span) for span in spans]
-        runs = [row for row in (_run_row(span) for span in spans) if row is not None]
+        runs, outcomes = [], []
+        for span in spans:
+            run = _run_row(span)
+            if run is not None:
+                runs.append(run)
+                outcomes += _outcome_rows(span, run)
         try:
-            self._write(rows, runs)
+            self._write(rows, runs, outcomes)
         except sqlite3.DatabaseError as error:
             if not is_damage(error):
                 raise
@@ -134,9 +155,18 @@ class StoreWriter(StoreFile):
                     error,
                     moved,
                 )
-            self._write(rows, runs)
+            self._write(rows, runs, outcomes)
 
-    def _write(self, rows: list[tuple[Any, ...]], runs: list[tuple[Any, ...]]) -> None:
+    def write_outcome(self, run_id: str, name: str, label: str, score: float | None) -> bool:
+        """Store an outcome recorded after its run ended; False when the run has one of that name
+        already (recorded by another process, say)."""
+        with self._connect(create=True) as connection:
+            cursor = connection.execute(
+                "INSERT OR IGNORE INTO outcomes VALUES (?, ?, ?, ?, ?)", (run_id, name, label, score, time.time_ns())
+            )
+            return cursor.rowcount == 1
+
+    def _write(self, rows: list[tuple[Any, ...]], runs: list[tuple[Any, ...]], outcomes: list[tuple[Any, ...]]) -> None:
         with self._connect(create=True) as connection:
             connection.execute("BEGIN IMMEDIATE")
             try:
@@ -144,6 +174,7 @@ class StoreWriter(StoreFile):
                 connection.executemany(
                     f"INSERT OR REPLACE INTO runs ({RUN_COLUMNS}) VALUES ({', '.join('?' * 15)})", runs
                 )
+                connection.executemany("INSERT OR IGNORE INTO outcomes VALUES (?, ?, ?, ?, ?)", outcomes)
                 self._trim(connection)
                 connection.execute("COMMIT")
             except BaseException:
@@ -165,6 +196,9 @@ class StoreWriter(StoreFile):
             if oldest is None:
                 return
             connection.execute("DELETE FROM spans WHERE trace_id = ?", oldest)
+            connection.execute(
+                "DELETE FROM outcomes WHERE run_id IN (SELECT run_id FROM runs WHERE trace_id = ?)", oldest
+            )
             connection.execute("DELETE FROM runs WHERE trace_id = ?", oldest)
 
 

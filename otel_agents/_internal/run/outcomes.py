@@ -1,0 +1,334 @@
+"""Outcomes (DESIGN section 3): what a run achieved, told by your callable as the run ends
+(`configure(outcome=...)`, `OTEL_AGENTS_OUTCOME`), or by `record_outcome()` at any time after.
+
+- As the run ends, before its span ends and before its keep decision: the callable gets the
+  `TaskResult` (or `Response`) the run returned, bounded by 5 s; its outcome is a
+  `gen_ai.evaluation.result` event on the run span, and counted (`otel_agents.run.outcomes`).
+- While the run is open, `record_outcome(run_id, ...)` adds the same event to its span.
+- After it ended: the embedded store, the metric, and a log event in the run's trace context where
+  the application has a logs pipeline (a global SDK `LoggerProvider`: the distro's with
+  `OTEL_LOGS_EXPORTER`, or one the app set up; otel-agents sets up none of its own).
+
+Memory: the runs of the last `RECENT_RUNS` starts are known in memory (their id, trace, outcomes);
+a result a run returned is known while the application holds it (a weak reference) and the run is.
+An older run is found by its id in the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import logging
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from opentelemetry import trace
+
+from otel_agents._internal import keys as sc
+from otel_agents._internal import process_state
+from otel_agents._internal.export import otel_conventions as otel
+from otel_agents._internal.genai.content import ContentPolicy
+from otel_agents._internal.genai.outcomes import Outcome, checked, from_callable
+from otel_agents._internal.run.workflow import WorkflowSpan
+from otel_agents._internal.tracing.globals import current
+
+logger = logging.getLogger(__name__)
+
+RECENT_RUNS: Final = 4096
+"""Runs known in memory, by id (the oldest started forgotten first; the store still knows them)."""
+CALLABLE_TIMEOUT_S: Final = 5.0
+
+
+@dataclass(eq=False)
+class RunRef:
+    """What an outcome needs of a run: where its trace is, what records it, and its outcomes."""
+
+    run_id: str
+    trace_id: int
+    span_id: int
+    workflow: str
+    recording: Any
+    live: weakref.ref[WorkflowSpan] | None
+    """The run's span while it is open."""
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+
+    def open_span(self) -> WorkflowSpan | None:
+        workflow = self.live() if self.live is not None else None
+        return workflow if workflow is not None and not workflow.ended else None
+
+
+_lock = threading.Lock()
+_runs: OrderedDict[str, RunRef] = OrderedDict()
+_results: dict[int, tuple[weakref.ref[Any], str]] = {}
+"""id(result) -> (the result, weakly; its run's id): a result leaves when it is collected."""
+_warned: set[str] = set()
+
+
+def _forget() -> None:
+    with _lock:
+        _runs.clear()
+        _results.clear()
+        _warned.clear()
+
+
+process_state.hold(
+    __name__,
+    "_runs",
+    "_results",
+    "_warned",
+    bound=f"{RECENT_RUNS} runs; a result while it lives and its run is known; 64 warnings",
+    size=lambda: len(_runs) + len(_results) + len(_warned),
+    forget=_forget,
+)
+
+
+def started(workflow: WorkflowSpan) -> None:
+    """A root run started: known by its id from now on."""
+    if workflow.run_id is None:
+        return
+    context = workflow.span.get_span_context()
+    ref = RunRef(
+        workflow.run_id,
+        context.trace_id,
+        context.span_id,
+        workflow.run.workflow,
+        workflow.run.recording,
+        weakref.ref(workflow),
+    )
+    with _lock:
+        _runs[ref.run_id] = ref
+        while len(_runs) > RECENT_RUNS:
+            _, old = _runs.popitem(last=False)
+            _results_of(old.run_id)
+
+
+def _results_of(run_id: str) -> None:
+    """(Under the lock.) The results of a forgotten run are forgotten with it."""
+    for key in [key for key, (_, owner) in _results.items() if owner == run_id]:
+        del _results[key]
+
+
+def ended(workflow: WorkflowSpan) -> None:
+    """A root run ended: the result it returned (if any) names it from now on."""
+    result = workflow.result
+    if workflow.run_id is None or result is None:
+        return
+    key = id(result)
+    try:
+        ref = weakref.ref(result, lambda _, key=key: _results.pop(key, None))  # type: ignore[misc]
+    except TypeError:  # not weakly referable: by id alone would be unsafe; the run id still works
+        return
+    with _lock:
+        if workflow.run_id in _runs:
+            _results[key] = (ref, workflow.run_id)
+
+
+async def settle(workflow: WorkflowSpan) -> None:
+    """As the run ends, before its span does: the outcome callable's verdict on what it returned."""
+    recording = workflow.run.recording
+    result = workflow.result
+    if recording is None or result is None:
+        return
+    call = _callable_of(recording)
+    if call is None:
+        return
+    try:
+        if inspect.iscoroutinefunction(call):
+            returned = await asyncio.wait_for(call(result), CALLABLE_TIMEOUT_S)
+        else:
+            returned = await asyncio.wait_for(asyncio.to_thread(call, result), CALLABLE_TIMEOUT_S)
+        if inspect.isawaitable(returned):
+            returned = await asyncio.wait_for(returned, CALLABLE_TIMEOUT_S)
+        outcome = from_callable(returned)
+    except TimeoutError:
+        _warn_once(f"otel-agents: the outcome callable {_named(call)} took over {CALLABLE_TIMEOUT_S:g} s; no outcome")
+        return
+    except Exception as error:  # never into the run
+        _warn_once(f"otel-agents: the outcome callable {_named(call)} raised {type(error).__name__}; no outcome")
+        return
+    if outcome is not None:
+        with _lock:
+            ref = _runs.get(workflow.run_id or "")
+            if ref is not None:
+                ref.outcomes.setdefault(outcome.name, outcome)
+        workflow.add_outcome(outcome)
+
+
+def _callable_of(recording: Any) -> Callable[[Any], Any] | None:
+    """The callable `configure(outcome=...)` gave, or `OTEL_AGENTS_OUTCOME`'s, imported now (once)."""
+    chosen = recording.settings.outcome
+    if chosen is None or callable(chosen):
+        return chosen  # type: ignore[no-any-return]
+    imported = getattr(recording, "outcome_imported", None)
+    if imported is not None:
+        return imported or None
+    module_name, _, function = str(chosen).partition(":")
+    try:
+        found = getattr(importlib.import_module(module_name), function)
+        if not callable(found):
+            raise TypeError(f"{chosen} is not callable")
+    except Exception as error:
+        _warn_once(f"otel-agents: OTEL_AGENTS_OUTCOME={chosen}: {type(error).__name__}: {error}; no outcomes recorded")
+        recording.outcome_imported = False
+        return None
+    recording.outcome_imported = found
+    return found  # type: ignore[no-any-return]
+
+
+def record_outcome(
+    run: object,
+    label: str,
+    *,
+    score: float | None = None,
+    explanation: str | None = None,
+    name: str = "outcome",
+) -> None:
+    """Record what `run` achieved: `run` is the `TaskResult` (or an agent's `Response`) a traced run
+    returned, or a run id (as `otel-agents runs` lists it, or a unique prefix); `label` a short text
+    such as `success`; `score` a number. One outcome per run and name. A ValueError says what is
+    wrong, and nothing is recorded."""
+    outcome = checked(name, label, score, explanation)
+    ref = _find(run)
+    with _lock:
+        if outcome.name in ref.outcomes:
+            raise ValueError(f"run {ref.run_id} already has an outcome named {outcome.name!r}")
+        ref.outcomes[outcome.name] = outcome  # taken: a second call of the same name is refused
+    workflow = ref.open_span()
+    if workflow is not None and workflow.add_outcome(outcome):  # still open: an event on its span
+        return
+    try:
+        _after_the_end(ref, outcome)
+    except ValueError:
+        with _lock:
+            ref.outcomes.pop(outcome.name, None)
+        raise
+
+
+def _find(run: object) -> RunRef:
+    if isinstance(run, str):
+        return _by_id(run)
+    with _lock:
+        entry = _results.get(id(run))
+        if entry is not None and entry[0]() is run and entry[1] in _runs:
+            return _runs[entry[1]]
+    kind = type(run).__name__
+    raise ValueError(
+        f"this {kind} was not returned by a traced run that otel-agents still knows (pass the run id instead)"
+    )
+
+
+def _by_id(run_id: str) -> RunRef:
+    wanted = run_id.strip().lower()
+    if not wanted:
+        raise ValueError("run='': expected a run id")
+    with _lock:
+        if wanted in _runs:
+            return _runs[wanted]
+        matches = [ref for key, ref in _runs.items() if key.startswith(wanted)]
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise ValueError(f"run {run_id!r}: {len(matches)} runs start so; give more of the id")
+    from_store = _from_store(wanted)
+    if from_store is None:
+        raise ValueError(f"run {run_id!r}: no such run (in this process, or in the store)")
+    return from_store
+
+
+def _from_store(run_id: str) -> RunRef | None:
+    """A run the store knows (an older one, or another process's)."""
+    recording = current(None)
+    directory = store_of(recording)
+    if directory is None:
+        return None
+    from otel_agents._internal.export.store.reader import RunNotFound, Store
+
+    try:
+        stored = Store(directory).find_run(run_id)
+        spans = Store(directory).spans(stored.trace_id)
+    except (RunNotFound, FileNotFoundError):
+        return None
+    root = next((s for s in spans if s.attributes.get(sc.RUN_ID) == stored.run_id), None)
+    ref = RunRef(
+        stored.run_id,
+        int(stored.trace_id, 16),
+        int(root.span_id, 16) if root is not None else 0,
+        stored.team or "unknown",
+        recording,
+        None,
+    )
+    with _lock:
+        return _runs.setdefault(ref.run_id, ref)
+
+
+def store_of(recording: Any) -> Path | None:
+    """The store directory `recording` writes runs to, if it writes any there."""
+    settings = getattr(recording, "settings", None)
+    if settings is None or "store" not in settings.traces_exporters:
+        return None
+    directory: Path | None = settings.store_dir
+    return directory
+
+
+def _after_the_end(ref: RunRef, outcome: Outcome) -> None:
+    """The run has ended: the store (a ValueError when it holds an outcome of that name for the
+    run already, from another process say), the metric, and a log event in its trace context."""
+    directory = store_of(ref.recording)
+    if directory is not None:
+        from otel_agents._internal.export.store.writer import StoreWriter
+
+        try:
+            stored = StoreWriter(directory).write_outcome(ref.run_id, outcome.name, outcome.label, outcome.score)
+        except Exception as error:  # a store that cannot be written: the metric and the log still get it
+            _warn_once(f"otel-agents: could not store an outcome in {directory}: {type(error).__name__}: {error}")
+        else:
+            if not stored:
+                raise ValueError(f"run {ref.run_id} already has an outcome named {outcome.name!r} (in the store)")
+    recording = ref.recording
+    if recording is not None and recording.instruments is not None:
+        recording.instruments.outcome(workflow=ref.workflow, outcome=outcome)
+    _log_event(ref, outcome)
+
+
+def _log_event(ref: RunRef, outcome: Outcome) -> None:
+    """A `gen_ai.evaluation.result` log record in the run's trace context, where the application
+    has a logs pipeline."""
+    logs = importlib.import_module(otel.LOGS_API_MODULE)
+    provider = logs.get_logger_provider()
+    sdk_logs = importlib.import_module(otel.SDK_LOGS_MODULE)
+    if not isinstance(provider, sdk_logs.LoggerProvider):
+        return  # no logs pipeline: none is set up here
+    content = ref.recording.settings.content if ref.recording is not None else ContentPolicy()
+    attributes = outcome.attributes(content)
+    attributes[sc.RUN_ID] = ref.run_id
+    span_context = trace.SpanContext(ref.trace_id, ref.span_id, is_remote=False, trace_flags=trace.TraceFlags(1))
+    context = trace.set_span_in_context(trace.NonRecordingSpan(span_context))
+    try:
+        provider.get_logger("otel_agents").emit(
+            logs.LogRecord(
+                timestamp=time.time_ns(),
+                context=context,
+                severity_number=logs.SeverityNumber.INFO,
+                attributes=attributes,
+                event_name=sc.GEN_AI_EVALUATION_RESULT_EVENT,
+            )
+        )
+    except Exception:
+        logger.debug("otel-agents could not log an outcome", exc_info=True)
+
+
+def _named(call: object) -> str:
+    return getattr(call, "__qualname__", None) or type(call).__name__
+
+
+def _warn_once(text: str) -> None:
+    if text not in _warned and len(_warned) < 64:
+        _warned.add(text)
+        logger.warning(text)
