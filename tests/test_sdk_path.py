@@ -105,7 +105,11 @@ def test_no_private_member_of_the_sdk_is_read_outside_its_conventions_module() -
     ]
     assert not offenders, offenders
     named = [text for _, text in private_reads((package / OTEL_CONVENTIONS).read_text())]
-    assert named == ["'opentelemetry.sdk._shared_internal'"], "each private name there is listed here too"
+    assert named == [
+        "'opentelemetry.sdk._shared_internal'",
+        "'opentelemetry._logs'",  # the Logs API, still private-named: an outcome's log event
+        "'opentelemetry.sdk._logs'",
+    ], "each private name there is listed here too"
 
 
 def test_the_private_read_check_finds_what_it_looks_for() -> None:

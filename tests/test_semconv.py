@@ -133,6 +133,21 @@ def test_create_agent_is_autogens_own_operation_name() -> None:
     assert sc.OPERATION_CREATE_AGENT == autogen_genai.GenAiOperationNameValues.CREATE_AGENT.value
 
 
+def test_the_evaluation_keys_are_the_semantic_conventions_own() -> None:
+    """util-genai writes no evaluation (a run's outcome) yet: these are checked against the names of
+    the semantic-conventions package, read as data (its gen_ai constants are deprecated for code,
+    which is why nothing of ours imports them)."""
+    import importlib
+
+    names = importlib.import_module("opentelemetry.semconv._incubating.attributes.gen_ai_attributes")
+    assert sc.GEN_AI_EVALUATION_NAME == names.GEN_AI_EVALUATION_NAME
+    assert sc.GEN_AI_EVALUATION_SCORE_VALUE == names.GEN_AI_EVALUATION_SCORE_VALUE
+    assert sc.GEN_AI_EVALUATION_SCORE_LABEL == names.GEN_AI_EVALUATION_SCORE_LABEL
+    assert sc.GEN_AI_EVALUATION_EXPLANATION == names.GEN_AI_EVALUATION_EXPLANATION
+    # the event's name, which the package names in no constant: the conventions' event, as they spell it
+    assert sc.GEN_AI_EVALUATION_RESULT_EVENT == "gen_ai.evaluation.result"
+
+
 CHECKED_ABOVE = {
     sc.GEN_AI_OPERATION_NAME,
     sc.GEN_AI_WORKFLOW_NAME,
@@ -152,6 +167,11 @@ CHECKED_ABOVE = {
     sc.ERROR_TYPE,
     sc.GEN_AI_INFERENCE_DETAILS_EVENT,
     sc.GEN_AI_CONVERSATION_ID,
+    sc.GEN_AI_EVALUATION_NAME,
+    sc.GEN_AI_EVALUATION_SCORE_VALUE,
+    sc.GEN_AI_EVALUATION_SCORE_LABEL,
+    sc.GEN_AI_EVALUATION_EXPLANATION,
+    sc.GEN_AI_EVALUATION_RESULT_EVENT,
 }
 
 
