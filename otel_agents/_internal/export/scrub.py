@@ -1,10 +1,13 @@
 """The scrubber: what of a span leaves the process. With content capture off, user content that
 AutoGen's own spans carry too (exception messages and stack traces in events, status descriptions,
-the runtime's `message` attribute) is removed; with it on, those texts are redacted and bounded."""
+the runtime's `message` attribute) is removed; with it on, those texts are redacted and bounded.
+Either way, text that UTF-8 cannot encode (lone surrogates: a `surrogateescape`d byte, half an
+emoji pair) becomes U+FFFD, so that no exporter fails a batch on one span's text."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -31,8 +34,15 @@ _CONTENT_ATTRIBUTES: Final = ag.RUNTIME_CONTENT_ATTRIBUTES | frozenset(
 )
 
 
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+"""What UTF-8 cannot encode in a Python text: OTLP's protobuf encoder (and SQLite) refuse it."""
+_REPLACEMENT: Final = "\ufffd"
+
+
 def scrub(span: ReadableSpan, policy: ContentPolicy) -> ReadableSpan:
-    """The span without user content the policy does not let out (the same object if it has none)."""
+    """The span without user content the policy does not let out, its texts encodable (the same
+    object if it needs neither)."""
+    span = _encodable(span)
     attributes = span.attributes or {}
     if policy.enabled:
         return _redacted(span, policy)
@@ -76,9 +86,53 @@ def _redacted(span: ReadableSpan, policy: ContentPolicy) -> ReadableSpan:
     return _copy(span, attributes=span.attributes, events=events, status=status)
 
 
-def _copy(span: ReadableSpan, *, attributes: Any, events: Sequence[Event], status: Status) -> ReadableSpan:
+def _bad(value: object) -> bool:
+    """Whether `value` (a text, or a sequence of them) holds a lone surrogate."""
+    if isinstance(value, str):
+        return not value.isascii() and _SURROGATE.search(value) is not None
+    if isinstance(value, tuple | list):
+        return any(isinstance(v, str) and not v.isascii() and _SURROGATE.search(v) for v in value)
+    return False
+
+
+def _fixed(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub(_REPLACEMENT, value)
+    if isinstance(value, tuple | list):
+        return tuple(_SURROGATE.sub(_REPLACEMENT, v) if isinstance(v, str) else v for v in value)
+    return value
+
+
+def _fixed_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {_fixed(k): _fixed(v) for k, v in (attributes or {}).items()}
+
+
+def _encodable(span: ReadableSpan) -> ReadableSpan:
+    """The span with every lone surrogate of its name, attributes, events and status replaced (the
+    same object when it has none: the usual case, checked at the cost of `isascii()` a text)."""
+    attributes = span.attributes or {}
+    description = span.status.description
+    if not (
+        _bad(span.name)
+        or (description is not None and _bad(description))
+        or any(_bad(v) or _bad(k) for k, v in attributes.items())
+        or any(_bad(e.name) or any(_bad(v) for v in (e.attributes or {}).values()) for e in span.events)
+    ):
+        return span
+    return _copy(
+        span,
+        name=_fixed(span.name),
+        attributes=_fixed_attributes(attributes),
+        events=[Event(_fixed(e.name), _fixed_attributes(e.attributes), e.timestamp) for e in span.events],
+        status=Status(span.status.status_code, _fixed(description) if description is not None else None),
+    )
+
+
+def _copy(
+    span: ReadableSpan, *, attributes: Any, events: Sequence[Event], status: Status, name: str | None = None
+) -> ReadableSpan:
     return ReadableSpan(
-        name=span.name,
+        name=span.name if name is None else name,
         context=span.context,
         parent=span.parent,
         resource=span.resource,
