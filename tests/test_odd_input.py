@@ -7,7 +7,7 @@ uses) and land in the store, its attributes stay within the content limit, and i
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from autogen_core import Image
 from autogen_core.model_context import BufferedChatCompletionContext
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 import otel_agents
 from otel_agents._internal.export.store.reader import Store
@@ -39,9 +39,25 @@ PNG = base64.b64encode(
 """A 1x1 red pixel."""
 
 
+class OtlpEncoding(SpanExporter):
+    """What an OTLP exporter does first with a batch: encode it as protobuf (raising as it does);
+    keeps what it encoded."""
+
+    def __init__(self) -> None:
+        self.spans: list[ReadableSpan] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        encode_spans(spans).SerializeToString()
+        self.spans.extend(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+
 class Recorded:
-    def __init__(self, exporter: InMemorySpanExporter, store: Path) -> None:
-        self.spans: list[ReadableSpan] = list(exporter.get_finished_spans())
+    def __init__(self, exporter: OtlpEncoding, store: Path) -> None:
+        self.spans = exporter.spans
         self.store = store
 
     @property
@@ -63,7 +79,7 @@ class Recorded:
 
 
 async def recorded(team: Any, task: Any, tmp_path: Path, *, capture: bool = True) -> tuple[Any, Recorded]:
-    exporter = InMemorySpanExporter()
+    exporter = OtlpEncoding()
     store = tmp_path / f"store-{capture}"
     with otel_agents.configure(span_exporter=exporter, store=store, capture_content=capture) as telemetry:
         result = await team.run(task=task)

@@ -6,6 +6,7 @@ every bad input refused with nothing recorded."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -347,3 +348,50 @@ def test_an_outcome_function_named_by_the_variable_is_imported_at_the_first_runs
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     assert done.stderr.count("OTEL_AGENTS_OUTCOME=judging_missing:verdict") == 1, done.stderr
+
+
+async def test_a_consumer_that_leaves_on_the_result_still_gets_its_run_judged(openai_server: OpenAIServer) -> None:
+    exporter = InMemorySpanExporter()
+    with otel_agents.configure(span_exporter=exporter, store=False, outcome=approved) as telemetry:
+        async with contextlib.aclosing(review(openai_server, approves=True).run_stream(task="go")) as stream:
+            async for item in stream:
+                if isinstance(item, TaskResult):
+                    break  # leaves on the result, before the stream's own end
+        assert telemetry.force_flush()
+    (run,) = run_spans(exporter)
+    assert [e["gen_ai.evaluation.score.label"] for e in outcome_events(run)] == ["success"]
+
+
+async def test_a_judge_that_returns_what_is_no_outcome_is_warned_about_by_what_it_returned(
+    openai_server: OpenAIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    exporter = InMemorySpanExporter()
+    with otel_agents.configure(span_exporter=exporter, store=False, outcome=lambda result: True) as telemetry:
+        await review(openai_server, approves=True).run(task="go")
+        assert telemetry.force_flush()
+    (run,) = run_spans(exporter)
+    assert outcome_events(run) == []
+    assert any("returned True" in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
+
+
+async def test_a_judges_own_model_calls_are_not_the_runs(openai_server: OpenAIServer) -> None:
+    async def judge(result: TaskResult) -> str:
+        client = openai_client(openai_server)
+        from autogen_core.models import UserMessage
+
+        await client.create([UserMessage(content="Did it succeed?", source="judge")])
+        return "success"
+
+    exporter = InMemorySpanExporter()
+    with otel_agents.configure(span_exporter=exporter, store=False, outcome=judge) as telemetry:
+        await review(openai_server, approves=True).run(task="go")
+        assert telemetry.force_flush()
+    (run,) = run_spans(exporter)
+    in_run = [s for s in exporter.get_finished_spans() if s.context.trace_id == run.context.trace_id]
+    chats = [s for s in in_run if s.name.startswith("chat")]
+    assert len(chats) == 2, "the writer's and the critic's calls; the judge's is a trace of its own"
+    assert (run.attributes or {})["gen_ai.usage.input_tokens"] == sum(
+        (c.attributes or {})["gen_ai.usage.input_tokens"] for c in chats
+    )
+    assert len([s for s in exporter.get_finished_spans() if s.name.startswith("chat")]) == 3

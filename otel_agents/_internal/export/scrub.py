@@ -2,7 +2,8 @@
 AutoGen's own spans carry too (exception messages and stack traces in events, status descriptions,
 the runtime's `message` attribute) is removed; with it on, those texts are redacted and bounded.
 Either way, text that UTF-8 cannot encode (lone surrogates: a `surrogateescape`d byte, half an
-emoji pair) becomes U+FFFD, so that no exporter fails a batch on one span's text."""
+emoji pair) becomes U+FFFD: OTLP's encoder drops such an attribute with an error, and refuses the
+batch for such a span name; SQLite refuses it too."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ _REPLACEMENT: Final = "\ufffd"
 def scrub(span: ReadableSpan, policy: ContentPolicy) -> ReadableSpan:
     """The span without user content the policy does not let out, its texts encodable (the same
     object if it needs neither)."""
-    span = _encodable(span)
+    span = encodable(span)
     attributes = span.attributes or {}
     if policy.enabled:
         return _redacted(span, policy)
@@ -107,18 +108,20 @@ def _fixed_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
     return {_fixed(k): _fixed(v) for k, v in (attributes or {}).items()}
 
 
-def _encodable(span: ReadableSpan) -> ReadableSpan:
+def encodable(span: ReadableSpan) -> ReadableSpan:
     """The span with every lone surrogate of its name, attributes, events and status replaced (the
-    same object when it has none: the usual case, checked at the cost of `isascii()` a text)."""
+    same object when it has none: the usual case, found by one `isascii()` of its texts joined)."""
     attributes = span.attributes or {}
+    values = attributes.values()
+    joined = "".join([span.name, span.status.description or "", *attributes, *[v for v in values if type(v) is str]])
+    if joined.isascii() or _SURROGATE.search(joined) is None:
+        if not span.events and not any(type(v) is tuple for v in values):
+            return span
+        if not any(_bad(v) for v in values) and not any(
+            _bad(e.name) or any(_bad(v) for v in (e.attributes or {}).values()) for e in span.events
+        ):
+            return span
     description = span.status.description
-    if not (
-        _bad(span.name)
-        or (description is not None and _bad(description))
-        or any(_bad(v) or _bad(k) for k, v in attributes.items())
-        or any(_bad(e.name) or any(_bad(v) for v in (e.attributes or {}).values()) for e in span.events)
-    ):
-        return span
     return _copy(
         span,
         name=_fixed(span.name),

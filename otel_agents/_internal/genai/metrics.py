@@ -14,6 +14,7 @@ where the exporter supports exemplars (OTLP does).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
@@ -157,6 +158,7 @@ class Instruments:
             unit="{run}",
             description="Runs by the outcome recorded for them, by team, outcome name and label",
         )
+        self._outcome_lock = threading.Lock()
         self._outcome_labels: dict[str, set[str]] = {}
         """Per outcome name the labels counted so far (at most `LABELS_A_NAME`; the rest `other`)."""
 
@@ -188,11 +190,12 @@ class Instruments:
         """One outcome of a run (its name and label bounded: at most 20 of each, the rest `other`)."""
         if not self.exported:
             return
-        labels = self._outcome_labels
-        name = outcome.name if outcome.name in labels or len(labels) < NAMES else OTHER
-        seen = labels.setdefault(name, set())
-        label = outcome.label if outcome.label in seen or len(seen) < LABELS_A_NAME else OTHER
-        seen.add(label)
+        with self._outcome_lock:  # from any thread: the bounds hold
+            labels = self._outcome_labels
+            name = outcome.name if outcome.name in labels or len(labels) < NAMES else OTHER
+            seen = labels.setdefault(name, set())
+            label = outcome.label if outcome.label in seen or len(seen) < LABELS_A_NAME else OTHER
+            seen.add(label)
         self.run_outcomes.add(
             1,
             {

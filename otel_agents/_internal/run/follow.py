@@ -220,9 +220,11 @@ class RunStream(Generic[T]):
             if (leaving or isinstance(exc, asyncio.CancelledError)) and self._cancel is not None:
                 _safely("cancel the team", self._cancel)
             if recorder is not None:
-                if isinstance(exc, StopAsyncIteration):  # its end: what it returned is judged first
-                    await _before_end(recorder)
-                _safely("end a span", recorder.end)
+                try:
+                    if isinstance(exc, StopAsyncIteration):  # its end: what it returned is judged first
+                        await _before_end(recorder)
+                finally:  # even when the judging is cancelled: the run ends
+                    _safely("end a span", recorder.end)
             raise
         if recorder is not None:
             try:
@@ -259,7 +261,11 @@ class RunStream(Generic[T]):
                         raise
         finally:
             if recorder is not None:
-                _safely("end a span", recorder.end)
+                try:
+                    if getattr(recorder, "result", None) is not None:  # left after its result: judged
+                        await _before_end(recorder)
+                finally:
+                    _safely("end a span", recorder.end)
 
     def __del__(self) -> None:
         # Dropped without being closed: a `break`, a `return` or an exception out of the loop body.

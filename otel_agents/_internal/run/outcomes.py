@@ -17,6 +17,7 @@ An older run is found by its id in the store.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import importlib
 import inspect
 import logging
@@ -104,15 +105,20 @@ def started(workflow: WorkflowSpan) -> None:
     )
     with _lock:
         _runs[ref.run_id] = ref
-        while len(_runs) > RECENT_RUNS:
-            _, old = _runs.popitem(last=False)
-            _results_of(old.run_id)
+        _keep_recent()
+
+
+def _keep_recent() -> None:
+    """(Under the lock.) Forget the oldest runs past RECENT_RUNS, and their results."""
+    while len(_runs) > RECENT_RUNS:
+        _, old = _runs.popitem(last=False)
+        _results_of(old.run_id)
 
 
 def _results_of(run_id: str) -> None:
     """(Under the lock.) The results of a forgotten run are forgotten with it."""
-    for key in [key for key, (_, owner) in _results.items() if owner == run_id]:
-        del _results[key]
+    for key in [key for key, (_, owner) in list(_results.items()) if owner == run_id]:
+        _results.pop(key, None)
 
 
 def ended(workflow: WorkflowSpan) -> None:
@@ -140,18 +146,20 @@ async def settle(workflow: WorkflowSpan) -> None:
     if call is None:
         return
     try:
-        if inspect.iscoroutinefunction(call):
-            returned = await asyncio.wait_for(call(result), CALLABLE_TIMEOUT_S)
-        else:
-            returned = await asyncio.wait_for(asyncio.to_thread(call, result), CALLABLE_TIMEOUT_S)
-        if inspect.isawaitable(returned):
-            returned = await asyncio.wait_for(returned, CALLABLE_TIMEOUT_S)
-        outcome = from_callable(returned)
+        returned = await _judged(call, result)
     except TimeoutError:
         _warn_once(f"otel-agents: the outcome callable {_named(call)} took over {CALLABLE_TIMEOUT_S:g} s; no outcome")
         return
     except Exception as error:  # never into the run
         _warn_once(f"otel-agents: the outcome callable {_named(call)} raised {type(error).__name__}; no outcome")
+        return
+    try:
+        outcome = from_callable(returned)
+    except ValueError as error:
+        _warn_once(
+            f"otel-agents: the outcome callable {_named(call)} returned {returned!r} ({error}): expected a label, "
+            "(label, score) or None; no outcome"
+        )
         return
     if outcome is not None:
         with _lock:
@@ -159,6 +167,48 @@ async def settle(workflow: WorkflowSpan) -> None:
             if ref is not None:
                 ref.outcomes.setdefault(outcome.name, outcome)
         workflow.add_outcome(outcome)
+
+
+async def _judged(call: Callable[[Any], Any], result: object) -> Any:
+    """What `call(result)` returns, within one deadline of CALLABLE_TIMEOUT_S; outside the run (no
+    span of it current: a judge's own model calls are not the run's). A sync callable runs on a
+    daemon thread of its own (one that overruns is left to finish, never waited for at exit)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + CALLABLE_TIMEOUT_S
+    if inspect.iscoroutinefunction(call):
+        returned: Any = call(result)
+    else:
+        done: asyncio.Future[Any] = loop.create_future()
+
+        def run() -> None:
+            try:
+                value = call(result)
+            except BaseException as error:  # handed to the waiting task (it decides)
+                loop.call_soon_threadsafe(_settle_future, done, None, error)
+            else:
+                loop.call_soon_threadsafe(_settle_future, done, value, None)
+
+        threading.Thread(target=run, name="otel-agents-outcome", daemon=True).start()
+        async with asyncio.timeout_at(deadline):
+            returned = await done
+    if inspect.isawaitable(returned):
+        task = (  # its own task, in a fresh context: not the run's
+            loop.create_task(returned, context=contextvars.Context())
+            if inspect.iscoroutine(returned)
+            else asyncio.ensure_future(returned)
+        )
+        async with asyncio.timeout_at(deadline):
+            returned = await task
+    return returned
+
+
+def _settle_future(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    if future.done():  # timed out meanwhile
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
 
 
 def _callable_of(recording: Any) -> Callable[[Any], Any] | None:
@@ -265,7 +315,9 @@ def _from_store(run_id: str) -> RunRef | None:
         None,
     )
     with _lock:
-        return _runs.setdefault(ref.run_id, ref)
+        found = _runs.setdefault(ref.run_id, ref)
+        _keep_recent()
+        return found
 
 
 def store_of(recording: Any) -> Path | None:

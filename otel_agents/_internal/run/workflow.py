@@ -366,6 +366,8 @@ class WorkflowSpan:
             if self.at_end is not None:
                 at_end, self.at_end = self.at_end, None
                 at_end()
+            self.before_end = None  # no cycle through the run's hooks; its result is let go
+            self.result = None
 
     def _end(self) -> None:
         span = self.span

@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_agents._internal import keys as sc
+from otel_agents._internal.export.scrub import encodable
 from otel_agents._internal.export.store.schema import (
     ADDED_IN_1,
     ADDED_IN_2,
@@ -30,6 +31,10 @@ from otel_agents._internal.export.store.schema import (
 from otel_agents._internal.export.store_path import unwritable
 
 logger = logging.getLogger(__name__)
+
+
+ORPHAN_OUTCOME_NS: Final = 3600 * 1_000_000_000
+"""An outcome whose run the store does not hold an hour after it was recorded goes at the next trim."""
 
 
 def _hex(value: int, width: int) -> str:
@@ -135,6 +140,7 @@ class StoreWriter(StoreFile):
     def write(self, spans: Sequence[ReadableSpan]) -> None:
         """Write `spans` (their runs too). A damaged store file is moved aside and the batch written
         to a fresh store in its place: later runs are not dropped with it."""
+        spans = [encodable(span) for span in spans]  # SQLite refuses a lone surrogate as the CLI prints it
         rows = [_encode(span) for span in spans]
         runs, outcomes = [], []
         for span in spans:
@@ -178,7 +184,10 @@ class StoreWriter(StoreFile):
                 self._trim(connection)
                 connection.execute("COMMIT")
             except BaseException:
-                connection.execute("ROLLBACK")
+                try:
+                    connection.execute("ROLLBACK")
+                except sqlite3.Error:  # no transaction left (a damaged file): the first error tells
+                    pass
                 raise
 
     def _used_bytes(self, connection: sqlite3.Connection) -> int:
@@ -191,15 +200,24 @@ class StoreWriter(StoreFile):
         """Drop whole traces, oldest first, until the data fits the size limit."""
         if self.max_bytes is None:
             return
+        trimmed = False
         while self._used_bytes(connection) > self.max_bytes:
             oldest = connection.execute("SELECT trace_id FROM spans ORDER BY start_ns LIMIT 1").fetchone()
             if oldest is None:
-                return
+                break
+            trimmed = True
             connection.execute("DELETE FROM spans WHERE trace_id = ?", oldest)
             connection.execute(
                 "DELETE FROM outcomes WHERE run_id IN (SELECT run_id FROM runs WHERE trace_id = ?)", oldest
             )
             connection.execute("DELETE FROM runs WHERE trace_id = ?", oldest)
+        if not trimmed:
+            return
+        # with the oldest runs, outcomes of runs the store never got, an hour after they were recorded
+        stale = time.time_ns() - ORPHAN_OUTCOME_NS
+        connection.execute(
+            "DELETE FROM outcomes WHERE recorded_ns < ? AND run_id NOT IN (SELECT run_id FROM runs)", (stale,)
+        )
 
 
 class StoreSpanExporter(SpanExporter):
