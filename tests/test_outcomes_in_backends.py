@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tests.support.backends import built_backends
 from tests.support.jaeger import Jaeger, running_jaeger
-from tests.support.openai_server import OpenAIServer
+from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.processes import free_port, launch, stop_process
 from tests.support.prometheus import scraped_pipeline
 from tests.support.waits import wait_until_async
@@ -41,7 +41,7 @@ from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 import otel_agents
-from tests.support.openai_server import OpenAIServer
+from tests.support.openai_server import OpenAIServer, Reply
 from tests.test_outcomes import approved, review
 
 async def main(jaeger, collector):
@@ -187,3 +187,51 @@ async def test_the_dashboards_outcome_panels_say_what_the_runs_did_in_a_real_pro
         (share,) = prometheus.query(f"sum({success}) / sum(otel_agents_runs_total)")
     assert float(per_success["value"][1]) == pytest.approx(spent / 3)
     assert float(share["value"][1]) == pytest.approx(3 / 5)
+
+
+async def test_zero_code_the_variables_outcome_reaches_jaeger_and_a_later_one_the_distros_logs(
+    jaeger: Jaeger, collector_to_receiver: tuple[str, LogsReceiver], openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    """The app of ours, unchanged, under `opentelemetry-instrument`: `OTEL_AGENTS_OUTCOME` judges each
+    run (span events in Jaeger), and an outcome recorded after a run is a log event that the distro's
+    logs pipeline (`OTEL_LOGS_EXPORTER=otlp`) sends through the built Collector."""
+    from tests.test_opentelemetry_instrument import run_instrumented
+
+    collector, receiver = collector_to_receiver
+    openai_server.play(
+        [Reply(text="A draft."), Reply(text="APPROVE"), Reply(text="Another draft."), Reply(text="Not yet.")]
+    )
+    run_instrumented(
+        ROOT / "tests" / "support" / "zero_code_outcome_app.py",
+        openai_server,
+        tmp_path,
+        PYTHONPATH=str(ROOT),
+        OTEL_AGENTS_OUTCOME="tests.support.outcome_judge:verdict",
+        OTEL_TRACES_EXPORTER="otlp",
+        OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=f"{jaeger.otlp_http}/v1/traces",
+        OTEL_LOGS_EXPORTER="otlp",
+        OTEL_EXPORTER_OTLP_LOGS_ENDPOINT=f"{collector}/v1/logs",
+        OTEL_SERVICE_NAME="zero-code-outcomes",
+    )
+    assert await wait_until_async(
+        lambda: (
+            len((jaeger.get("/api/traces", {"service": "zero-code-outcomes", "limit": "20"}) or {}).get("data") or [])
+            == 2
+        ),
+        30,
+        every_s=0.5,
+    )
+    found = jaeger.get("/api/traces", {"service": "zero-code-outcomes", "limit": "20"})
+    labels = sorted(
+        {f["key"]: f["value"] for f in log["fields"]}.get("gen_ai.evaluation.score.label")
+        for trace_data in found["data"]
+        for span in trace_data["spans"]
+        if span["operationName"] == "invoke_workflow review"
+        for log in span.get("logs") or []
+    )
+    assert labels == ["failure", "success"]
+    assert await wait_until_async(lambda: len(receiver.records) >= 1, 30, every_s=0.2)
+    (record,) = [r for r in receiver.records if r.event_name == "gen_ai.evaluation.result"]
+    assert {a.key: a.value.string_value for a in record.attributes}["gen_ai.evaluation.score.label"] == "poor"
+    assert record.trace_id.hex() in {t["traceID"].rjust(32, "0") for t in found["data"]}
