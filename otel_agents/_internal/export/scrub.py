@@ -43,12 +43,14 @@ _REPLACEMENT: Final = "\ufffd"
 def scrub(span: ReadableSpan, policy: ContentPolicy) -> ReadableSpan:
     """The span without user content the policy does not let out, its texts encodable (the same
     object if it needs neither)."""
-    span = encodable(span)
     attributes = span.attributes or {}
+    events = span.events
+    fixed = _encodable(span, attributes, events)
+    if fixed is not span:
+        span, attributes, events = fixed, fixed.attributes or {}, fixed.events
     if policy.enabled:
         return _redacted(span, policy)
     has_content = not _CONTENT_ATTRIBUTES.isdisjoint(attributes)
-    events = span.events
     has_exception_text = bool(events) and any(
         key in _EXCEPTION_TEXT for event in events for key in (event.attributes or {})
     )
@@ -87,13 +89,12 @@ def _redacted(span: ReadableSpan, policy: ContentPolicy) -> ReadableSpan:
     return _copy(span, attributes=span.attributes, events=events, status=status)
 
 
-def _bad(value: object) -> bool:
-    """Whether `value` (a text, or a sequence of them) holds a lone surrogate."""
-    if isinstance(value, str):
-        return not value.isascii() and _SURROGATE.search(value) is not None
-    if isinstance(value, tuple | list):
-        return any(isinstance(v, str) and not v.isascii() and _SURROGATE.search(v) for v in value)
-    return False
+def _joined(values: Any) -> str:
+    return "".join(v for v in values if type(v) is str)
+
+
+def _text(value: Any) -> str:
+    return value if type(value) is str else _joined(value)
 
 
 def _fixed(value: Any) -> Any:
@@ -110,18 +111,26 @@ def _fixed_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def encodable(span: ReadableSpan) -> ReadableSpan:
     """The span with every lone surrogate of its name, attributes, events and status replaced (the
-    same object when it has none: the usual case, found by one `isascii()` of its texts joined)."""
-    attributes = span.attributes or {}
-    values = attributes.values()
-    joined = "".join([span.name, span.status.description or "", *attributes, *[v for v in values if type(v) is str]])
-    if joined.isascii() or _SURROGATE.search(joined) is None:
-        if not span.events and not any(type(v) is tuple for v in values):
-            return span
-        if not any(_bad(v) for v in values) and not any(
-            _bad(e.name) or any(_bad(v) for v in (e.attributes or {}).values()) for e in span.events
-        ):
-            return span
+    same object when it has none: the usual case, found in one pass over its attribute values and
+    one `isascii()` of its texts joined). Attribute keys are not looked at (they are names)."""
+    return _encodable(span, span.attributes or {}, span.events)
+
+
+def _encodable(span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Event]) -> ReadableSpan:
+    # a plain dict at C speed (BoundedAttributes.copy(), through the span's read-only view), not
+    # the view's item by item, lock and all
+    values = attributes.copy().values() if hasattr(attributes, "copy") else dict(attributes).values()
+    texts = [v if type(v) is str else _joined(v) for v in values if type(v) is str or type(v) is tuple]
+    texts.append(span.name)
     description = span.status.description
+    if description:
+        texts.append(description)
+    for event in events:  # few spans have events
+        texts.append(event.name)
+        texts += [_text(v) for v in (event.attributes or {}).values() if type(v) is str or type(v) is tuple]
+    joined = "".join(texts)
+    if joined.isascii() or _SURROGATE.search(joined) is None:
+        return span
     return _copy(
         span,
         name=_fixed(span.name),
