@@ -28,6 +28,7 @@ from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.prometheus import Prometheus, scraped_pipeline
 from tests.support.teams import openai_client
 from tests.support.waits import wait_until_async
+from tests.test_metrics import judged
 
 VARIABLE = "OTEL_AGENTS_METRIC_ATTRIBUTES"
 RUN_METRICS = ("gen_ai.workflow.duration", "otel_agents.run.cost", "otel_agents.run.messages", "otel_agents.runs")
@@ -193,7 +194,7 @@ def labelled_prometheus(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[Prometheus, otel_agents.Telemetry, InMemorySpanExporter]]:
     monkeypatch.setenv(VARIABLE, "tenant")
-    with scraped_pipeline(tmp_path) as scraped:
+    with scraped_pipeline(tmp_path, outcome=judged) as scraped:  # outcomes: the dashboard's outcome panels
         yield scraped
 
 

@@ -14,6 +14,7 @@ where the exporter supports exemplars (OTLP does).
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
@@ -34,8 +35,18 @@ RUN_COST_BUCKETS: Final = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1
 RUN_MESSAGES_BUCKETS: Final = tuple(float(2**i) for i in range(11))  # 1, 2, 4, ... 1024
 
 
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
 def _present(attributes: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in attributes.items() if v is not None}
+
+
+def _encodable(labels: dict[str, Any]) -> dict[str, Any]:
+    """The labels with each lone surrogate (a team named from a `surrogateescape`d file name) as
+    U+FFFD, as spans export it: Prometheus's page is UTF-8 (one such label fails every scrape from
+    then on) and OTLP's encoder drops the label."""
+    return {k: _SURROGATE.sub("\ufffd", v) if type(v) is str and not v.isascii() else v for k, v in labels.items()}
 
 
 def _span_count(
@@ -180,11 +191,8 @@ class Instruments:
         are util-genai's: `genai.inference` records them."""
         if not self.exported:
             return
-        self.cost.add(
-            cost_usd,
-            _present({sc.GEN_AI_WORKFLOW_NAME: workflow, sc.GEN_AI_AGENT_NAME: agent, sc.GEN_AI_REQUEST_MODEL: model}),
-            context=context,
-        )
+        labels = {sc.GEN_AI_WORKFLOW_NAME: workflow, sc.GEN_AI_AGENT_NAME: agent, sc.GEN_AI_REQUEST_MODEL: model}
+        self.cost.add(cost_usd, _encodable(_present(labels)), context=context)
 
     def outcome(self, *, workflow: str, outcome: Outcome, context: Context | None = None) -> None:
         """One outcome of a run (its name and label bounded: at most 20 of each, the rest `other`)."""
@@ -198,11 +206,13 @@ class Instruments:
             seen.add(label)
         self.run_outcomes.add(
             1,
-            {
-                sc.GEN_AI_WORKFLOW_NAME: workflow,
-                sc.GEN_AI_EVALUATION_NAME: name,
-                sc.GEN_AI_EVALUATION_SCORE_LABEL: label,
-            },
+            _encodable(
+                {
+                    sc.GEN_AI_WORKFLOW_NAME: workflow,
+                    sc.GEN_AI_EVALUATION_NAME: name,
+                    sc.GEN_AI_EVALUATION_SCORE_LABEL: label,
+                }
+            ),
             context=context,
         )
 
@@ -221,13 +231,13 @@ class Instruments:
         what `run_attributes(attributes=...)` gave the run (never baggage)."""
         if not self.exported:
             return
-        labels = self._labels(run_attributes)
-        by_kind = {**labels, sc.GEN_AI_WORKFLOW_NAME: workflow, sc.STOP_KIND: stop_kind}
+        labels = _encodable({**self._labels(run_attributes), sc.GEN_AI_WORKFLOW_NAME: workflow})
+        by_kind = {**labels, sc.STOP_KIND: stop_kind}
         self.workflow_duration.record(duration_s, by_kind, context=context)
         self.run_messages.record(messages, by_kind, context=context)
         self.runs.add(1, by_kind, context=context)
         if cost_usd is not None:
-            self.run_cost.record(cost_usd, {**labels, sc.GEN_AI_WORKFLOW_NAME: workflow}, context=context)
+            self.run_cost.record(cost_usd, labels, context=context)
 
     def _labels(self, run_attributes: Mapping[str, str | bool | int | float] | None) -> dict[str, str]:
         """The chosen keys the run has, as text (`2` and `"2"`, `True` and `"true"` are one series,

@@ -182,11 +182,13 @@ async def _judged(call: Callable[[Any], Any], result: object) -> Any:
 
         def run() -> None:
             try:
-                value = call(result)
-            except BaseException as error:  # handed to the waiting task (it decides)
-                loop.call_soon_threadsafe(_settle_future, done, None, error)
-            else:
-                loop.call_soon_threadsafe(_settle_future, done, value, None)
+                value, error = call(result), None
+            except BaseException as raised:  # handed to the waiting task (it decides)
+                value, error = None, raised
+            try:
+                loop.call_soon_threadsafe(_settle_future, done, value, error)
+            except RuntimeError:  # an overrunning judge: its loop has closed meanwhile, nobody waits
+                pass
 
         threading.Thread(target=run, name="otel-agents-outcome", daemon=True).start()
         async with asyncio.timeout_at(deadline):
