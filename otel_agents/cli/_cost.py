@@ -30,7 +30,6 @@ runs started since then, and the calls of those runs.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -192,18 +191,16 @@ def call_costs(calls: Sequence[StoredCall]) -> list[int | None]:
     left over go to the calls with the largest remainders (so 72.6 + 119.7 + 119.85 + 148.8 is 461,
     not 462)."""
     out: list[int | None] = [None] * len(calls)
+    from otel_agents._internal.genai.prices import micro_shares
+
     priced: dict[str, list[tuple[int, float]]] = {}
     for index, call in enumerate(calls):
         cost = _exact_cost(call)
         if cost is not None:
-            priced.setdefault(call.run_id, []).append((index, cost * 1_000_000))
+            priced.setdefault(call.run_id, []).append((index, cost))
     for shares in priced.values():
-        exact = [x for _, x in shares]
-        floors = [math.floor(x) for x in exact]
-        left = round(math.fsum(exact)) - sum(floors)
-        largest_first = sorted(range(len(shares)), key=lambda k: (floors[k] - exact[k], k))
-        for rank, k in enumerate(largest_first):
-            out[shares[k][0]] = floors[k] + (1 if rank < left else 0)
+        for (index, _), micro_usd in zip(shares, micro_shares([cost for _, cost in shares]), strict=True):
+            out[index] = micro_usd
     return out
 
 

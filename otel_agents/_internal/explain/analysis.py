@@ -16,7 +16,6 @@ its calls' shares, None when one of them has no price or reported no usage.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -41,6 +40,7 @@ from otel_agents._internal.explain.model import (
     Turn,
 )
 from otel_agents._internal.genai.growth import growth_per_turn
+from otel_agents._internal.genai.prices import micro_shares
 
 _RUN_OPERATIONS: Final = frozenset({sc.OPERATION_INVOKE_WORKFLOW, sc.OPERATION_INVOKE_AGENT})
 _HEX: Final = re.compile(r"[0-9a-f]+")
@@ -283,22 +283,6 @@ def _walk(selection: _Selection) -> _Walk:
     return walk
 
 
-def shares(exact_usd: Sequence[float | None]) -> list[int | None]:
-    """Each cost's micro-dollars: the exact sum of the priced ones rounded once, shared by largest
-    remainder (so 72.6 + 119.7 + 119.85 + 148.8 micro-dollars is 461, not 462); None stays None."""
-    priced = [(i, cost * 1_000_000) for i, cost in enumerate(exact_usd) if cost is not None]
-    out: list[int | None] = [None] * len(exact_usd)
-    if not priced:
-        return out
-    exact = [x for _, x in priced]
-    floors = [math.floor(x) for x in exact]
-    left = round(math.fsum(exact)) - sum(floors)
-    largest_first = sorted(range(len(priced)), key=lambda k: (floors[k] - exact[k], k))
-    for rank, k in enumerate(largest_first):
-        out[priced[k][0]] = floors[k] + (1 if rank < left else 0)
-    return out
-
-
 def _sum_micro(micro: Iterable[int | None]) -> int | None:
     """The sum; None when one is None."""
     total = 0
@@ -319,7 +303,7 @@ def explain_spans(
     `thresholds` (default: the documented defaults) make."""
     selection = select(spans, run, where=where)
     walk = _walk(selection)
-    micro = dict(zip((id(c) for c in walk.calls), shares([c.exact_usd for c in walk.calls]), strict=True))
+    micro = dict(zip((id(c) for c in walk.calls), micro_shares([c.exact_usd for c in walk.calls]), strict=True))
     root = selection.root
     shape = _shape(root)
     turns = tuple(_turn(t, micro, _start_of(selection)) for t in walk.turns)

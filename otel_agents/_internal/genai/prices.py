@@ -7,8 +7,9 @@ A model with no price gets no cost (never a made-up 0).
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
@@ -116,3 +117,19 @@ class PriceTable:
     ) -> float | None:
         price = self.price(model)
         return price.cost(input_tokens, output_tokens, cached_input_tokens) if price is not None else None
+
+
+def micro_shares(exact_usd: Sequence[float | None]) -> list[int | None]:
+    """Each cost's micro-dollars: the exact sum of the priced ones rounded once, shared by largest
+    remainder (so 72.6 + 119.7 + 119.85 + 148.8 micro-dollars is 461, not 462); None stays None."""
+    priced = [(i, cost * 1_000_000) for i, cost in enumerate(exact_usd) if cost is not None]
+    out: list[int | None] = [None] * len(exact_usd)
+    if not priced:
+        return out
+    exact = [x for _, x in priced]
+    floors = [math.floor(x) for x in exact]
+    left = round(math.fsum(exact)) - sum(floors)
+    largest_first = sorted(range(len(priced)), key=lambda k: (floors[k] - exact[k], k))
+    for rank, k in enumerate(largest_first):
+        out[priced[k][0]] = floors[k] + (1 if rank < left else 0)
+    return out
