@@ -234,3 +234,21 @@ def test_a_system_exit_wherever_it_lands_neither_deadlocks_nor_loses_a_finished_
         # (the known limit: asyncio cancels the run on its way out, like any other cancellation)
         assert len(left) <= 1 and set(left) <= {"consumer_closed", "cancelled"}, (left, said)
         assert len({run.run_id for run in runs}) == len(runs)
+
+
+async def test_a_system_exit_while_a_run_is_being_ended_still_ends_its_span(
+    capture: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The storm above once lost a run this way (CI, Python 3.12): the SystemExit landed while
+    otel-agents computed the run's figures, after the run was marked ended and before its span ended."""
+    from otel_agents._internal.run.workflow import WorkflowSpan
+
+    def interrupted(self: WorkflowSpan) -> None:
+        raise SystemExit(7)
+
+    monkeypatch.setattr(WorkflowSpan, "_end", interrupted)
+    with pytest.raises(SystemExit):
+        await writers_room(max_messages=3).run(task="go")
+    monkeypatch.undo()
+    runs = [s for s in capture.spans() if s.name.startswith("invoke_workflow")]
+    assert len(runs) == 1 and runs[0].end_time is not None, "the run's span ended and was exported"

@@ -358,6 +358,12 @@ class WorkflowSpan:
         _open.pop(id(self), None)
         try:
             self._end()
+        except BaseException:
+            # Failed, or interrupted (a SystemExit a signal handler raised) before its span ended:
+            # the span ends all the same, so that the run is stored and exported, if with less.
+            if self.span.is_recording():
+                self.span.end()
+            raise
         finally:  # whatever happened above, the registry lets go of the run (or nested team)
             if self.is_root:
                 REGISTRY.end(self.trail)
