@@ -104,12 +104,10 @@ def _plain_table(**kwargs: Any) -> Table:
 
 
 def outcomes_text(outcomes: Sequence[StoredOutcome]) -> str:
-    """`success`, `quality=good (0.8)`: the default name left out."""
-    shown = []
-    for o in outcomes:
-        text = o.label if o.name == "outcome" else f"{o.name}={o.label}"
-        shown.append(text if o.score is None else f"{text} ({o.score:g})")
-    return ", ".join(shown)
+    """`success`, `quality=good (0.8)`: as `explain` writes them."""
+    from otel_agents._internal.explain.text import outcome_text
+
+    return ", ".join(outcome_text(o.name, o.label, o.score) for o in outcomes)
 
 
 def runs_table(runs: Sequence[StoredRun], outcomes: Mapping[str, Sequence[StoredOutcome]] | None = None) -> Table:
