@@ -1,6 +1,7 @@
 """Runs sampled in the process (`OTEL_AGENTS_SAMPLE_RUNS`): what it costs a service, and what waits.
 
     python -m benchmarks.sampling [--rounds 100] [--concurrency 16] [--latency-ms 50] [--open-runs 1000]
+                                  [--traces-only]
 
 1. The service benchmark (`benchmarks.service`: concurrent two-agent runs through the real OpenAI
    client against a local server) with otel-agents exporting over OTLP/HTTP to a local sink (an
@@ -35,6 +36,8 @@ if str(ROOT) not in sys.path:
 from benchmarks import service  # noqa: E402
 
 MODES = ("untraced", "otel-agents-otlp", "otel-agents-otlp-sampled")
+TRACES_ONLY = ("otel-agents-otlp-traces", "otel-agents-otlp-sampled-traces")
+"""With `--traces-only`: the same with OTEL_METRICS_EXPORTER=none, to tell the spans' cost from the metrics'."""
 
 
 @contextmanager
@@ -116,10 +119,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=16, help="team runs at once (default 16)")
     parser.add_argument("--latency-ms", type=float, default=50.0, help="the model server's answer time (default 50)")
     parser.add_argument("--open-runs", type=int, default=1000, help="runs open at once for the memory (default 1000)")
+    parser.add_argument(
+        "--traces-only", action="store_true", help="also both OTLP modes with OTEL_METRICS_EXPORTER=none"
+    )
     args = parser.parse_args(argv)
+    modes = MODES + TRACES_ONLY if args.traces_only else MODES
     with otlp_sink() as endpoint:
         os.environ["BENCH_OTLP_ENDPOINT"] = endpoint  # the workers, spawned now, read it
-        results = service.measure(args.rounds, args.concurrency, args.latency_ms / 1e3, MODES)
+        results = service.measure(args.rounds, args.concurrency, args.latency_ms / 1e3, modes)
     print(
         f"{args.rounds} rounds of {args.concurrency} concurrent runs, {args.latency_ms:g} ms a model call, "
         "exporting over OTLP/HTTP to a local sink (ratios: the mode over untraced)"

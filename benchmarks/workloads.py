@@ -52,12 +52,15 @@ def set_up(mode: str, *, endpoint: str | None = None) -> Mode:
 
             AutogenAgentChatInstrumentor().instrument(tracer_provider=provider)
         return Mode(mode, exporter, provider.force_flush)
-    if mode in ("otel-agents-otlp", "otel-agents-otlp-sampled"):
+    if mode.startswith("otel-agents-otlp"):
         # default settings exporting over OTLP/HTTP to the sink at BENCH_OTLP_ENDPOINT (the
-        # benchmark starts it), every run or a tenth of them (benchmarks/sampling.py)
+        # benchmark starts it), every run or a tenth of them (benchmarks/sampling.py); "-traces":
+        # with OTEL_METRICS_EXPORTER=none, the spans alone (the endpoint turns metrics on too)
         import otel_agents
 
-        sample = 0.1 if mode.endswith("sampled") else None
+        if mode.endswith("-traces"):
+            os.environ["OTEL_METRICS_EXPORTER"] = "none"
+        sample = 0.1 if "sampled" in mode else None
         telemetry = otel_agents.configure(endpoint=os.environ["BENCH_OTLP_ENDPOINT"], store=False, sample_runs=sample)
         return Mode(mode, None, telemetry.force_flush)
     if mode in ("otel-agents", "otel-agents-metrics", "otel-agents-nested"):
