@@ -190,9 +190,9 @@ def call_costs(calls: Sequence[StoredCall]) -> list[int | None]:
     the exact sum of their costs rounded once: each gets its cost rounded down, and the micro-dollars
     left over go to the calls with the largest remainders (so 72.6 + 119.7 + 119.85 + 148.8 is 461,
     not 462)."""
-    out: list[int | None] = [None] * len(calls)
     from otel_agents._internal.genai.prices import micro_shares
 
+    out: list[int | None] = [None] * len(calls)
     priced: dict[str, list[tuple[int, float]]] = {}
     for index, call in enumerate(calls):
         cost = _exact_cost(call)
