@@ -185,7 +185,9 @@ def _build(
     if sampled:  # the exporters get the runs that matter, whole
         from otel_agents._internal.export.sampling import RunSamplingProcessor
 
-        added.append(RunSamplingProcessor(sampled, settings.sampling))
+        sampler = RunSamplingProcessor(sampled, settings.sampling)
+        health.samplers.append(sampler)
+        added.append(sampler)
     for each in added:
         tracer_provider.add_span_processor(each)
     pipeline.quiet_queue_full_logs()

@@ -80,9 +80,17 @@ GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
 # otel-agents: runs sampled in the process (OTEL_AGENTS_SAMPLE_RUNS), on a kept run's span
 SAMPLE_KEPT_BECAUSE: Final = "otel_agents.sample.kept_because"
 """Why the run was kept: the first keep rule it matched (`error`, `loop`, `cancelled`,
-`unknown_usage`, `cost`, `duration`, `tokens`, `rule` for a callable), else `ratio`, `bound`, `exit`."""
+`unknown_usage`, `cost`, `duration`, `tokens`, `rule` for a callable), else `trace` (its trace was
+kept), `ratio`, `bound`, `exit`."""
 SAMPLE_RATIO: Final = "otel_agents.sample.ratio"
 """The ratio of ordinary runs exported when the run was kept."""
+
+# otel-agents: spans not delivered (a label of `otel_agents.spans.dropped`)
+DROP_REASON: Final = "otel_agents.drop.reason"
+DROP_EXPORT_FAILED: Final = "export_failed"
+"""The exporter failed or refused the batch."""
+DROP_NOT_EXPORTED: Final = "not_exported"
+"""Never handed to the exporter: a full queue, or cut at shutdown or exit."""
 
 # otel-agents: runaway loops
 LOOP_DETECTED_EVENT: Final = "otel_agents.loop_detected"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from opentelemetry import metrics, trace
 
 from otel_agents._internal.genai.loops import ResolvedLimits
-from otel_agents._internal.genai.metrics import Instruments
+from otel_agents._internal.genai.metrics import Instruments, SpanLosses
 from otel_agents._internal.genai.prices import PriceTable
 
 if TYPE_CHECKING:
@@ -38,11 +38,11 @@ class Recording:
         prices: PriceTable | None = None,
         *,
         metrics_exported: bool = True,
-        dropped_spans: Callable[[], int] = lambda: 0,
+        span_losses: Callable[[], SpanLosses] = SpanLosses.none,
         unplaced_spans: Callable[[], int] = lambda: 0,
     ) -> None:
         """`tracer_provider(recording)`: the run-aware provider over this recording's SDK provider.
-        `dropped_spans`, `unplaced_spans`: what the span counters read when metrics are collected."""
+        `span_losses`, `unplaced_spans`: what the span counters read when metrics are collected."""
         self.settings = settings
         self.sdk_tracer_provider = sdk_tracer_provider
         """The provider that records and exports (no run-aware parenting)."""
@@ -52,7 +52,7 @@ class Recording:
             meter_provider,
             label_keys=settings.metric_attributes,
             exported=metrics_exported,
-            dropped_spans=dropped_spans,
+            span_losses=span_losses,
             unplaced_spans=unplaced_spans,
         )
         self.loop_limits = loop_limits

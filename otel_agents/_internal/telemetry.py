@@ -19,7 +19,7 @@ from otel_agents._internal.config.settings import Settings, resolve_settings
 from otel_agents._internal.export.exit_thread import EXIT_THREAD
 from otel_agents._internal.export.soon import FLUSH_SOON
 from otel_agents._internal.genai.loops import ResolvedLimits
-from otel_agents._internal.genai.metrics import Instruments
+from otel_agents._internal.genai.metrics import Instruments, SpanLosses
 from otel_agents._internal.genai.prices import PriceTable
 from otel_agents._internal.run.workflow import end_open_runs
 from otel_agents._internal.tracing import globals as current_recording
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanProcessor
     from opentelemetry.util.genai.handler import TelemetryHandler
 
-    from otel_agents._internal.export.health import Health
+    from otel_agents._internal.export.health import Health, SpanAccount
     from otel_agents._internal.export.prometheus import PrometheusEndpoint
 
 logger = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ class Telemetry:
             meter_provider,
             prices,
             metrics_exported=metrics_exported,
-            dropped_spans=_dropped_spans_of(self),
+            span_losses=_span_losses_of(self),
         )
         """What this pipeline's runs and model calls record with."""
         self._shut_down = False
@@ -141,6 +141,20 @@ class Telemetry:
         """Spans this pipeline could not deliver: failed exports, full queues, cut-off shutdowns."""
         return self._health.dropped_spans if self._health is not None else 0
 
+    def span_losses(self) -> SpanLosses:
+        """Spans not delivered, by why: what `otel_agents.spans.dropped` and `.sampled_out` count."""
+        health = self._health
+        if health is None:
+            return SpanLosses.none()
+        return SpanLosses(health.failed_export_spans, health.not_exported_spans, health.sampled_out_spans)
+
+    def span_accounts(self) -> list[SpanAccount]:
+        """Where the spans meant for each exporter of this pipeline went (one `SpanAccount` each):
+        ended = delivered + dropped (`export_failed`, `not_exported`) + sampled out + under way.
+        Nothing is under way for the spans ended before a `force_flush()` that returned True, nor
+        from shutdown on. Empty for providers otel-agents did not set up."""
+        return self._health.accounts() if self._health is not None else []
+
     def shares_providers_with(self, other: Telemetry) -> bool:
         """Whether `other` records through a provider of this pipeline (shutting this one down
         would stop `other`)."""
@@ -161,8 +175,8 @@ class Telemetry:
         self._shut_down = True
         from otel_agents._internal.export import pipeline
 
-        FLUSH_SOON.forget(self._sdk_tracer_provider)
         end_open_runs(self._sdk_tracer_provider)  # a run still open is ended (`shutdown`) and exported
+        FLUSH_SOON.forget(self._sdk_tracer_provider)  # what those ends asked for: the shutdown below sends
         if self._health is not None and not warn:  # the exit: its own line tells what was lost
             self._health.quiet = True
         if self._health is not None:  # where no thread can start, each processor bounds itself
@@ -269,8 +283,8 @@ def _shutdown_at_exit() -> None:
     ended first (`shutdown`), whichever pipeline records them: under `opentelemetry-instrument` the
     distro's provider shuts down after this (exit handlers run last registered first, and the
     provider was made before otel-agents was loaded)."""
-    FLUSH_SOON.stop()
     end_open_runs(None)
+    FLUSH_SOON.stop()  # (a flush under way goes on: the shutdown below waits for what it sends)
     latest = _latest
     if latest is None:
         return
@@ -278,13 +292,25 @@ def _shutdown_at_exit() -> None:
     EXIT_THREAD.run(lambda: latest.shutdown_within(seconds, warn=False), seconds)
     lost = latest.undelivered(unannounced=True)
     if lost:  # one line, whatever the exporters said before it; an outage already warned of, none
+        where = {destination for destination, _ in lost}
         logger.warning(
             "otel-agents: exiting with %d spans not delivered %s; they are dropped "
-            "(the exit waits OTEL_AGENTS_EXIT_TIMEOUT_S=%g s at most)",
+            "(the exit waits OTEL_AGENTS_EXIT_TIMEOUT_S=%g s at most). %s",
             sum(count for _, count in lost),
             f"to {lost[0][0]}" if len(lost) == 1 else f"({', '.join(f'{n} to {where}' for where, n in lost)})",
             seconds,
+            "; ".join(_figures(account) for account in latest.span_accounts() if account.destination in where),
         )
+
+
+def _figures(account: SpanAccount) -> str:
+    """One exporter's `SpanAccount` as the exit line says it."""
+    under_way = f" + {account.under_way} under way" if account.under_way else ""
+    return (
+        f"{account.destination}: {account.ended} ended = {account.delivered} delivered + "
+        f"{account.export_failed} failed + {account.not_exported} not exported + "
+        f"{account.sampled_out} sampled out{under_way}"
+    )
 
 
 def latest() -> Telemetry | None:
@@ -292,13 +318,14 @@ def latest() -> Telemetry | None:
     return _latest
 
 
-def _dropped_spans_of(telemetry: Telemetry) -> Callable[[], int]:
-    """What `otel_agents.spans.dropped` reads for `telemetry`, holding it weakly: a pipeline replaced
-    by the next `configure()` or `instrument()` is not kept alive by its meter provider."""
+def _span_losses_of(telemetry: Telemetry) -> Callable[[], SpanLosses]:
+    """What `otel_agents.spans.dropped` and `.sampled_out` read for `telemetry`, holding it weakly: a
+    pipeline replaced by the next `configure()` or `instrument()` is not kept alive by its meter
+    provider."""
     ref = weakref.ref(telemetry)
 
-    def dropped() -> int:
+    def losses() -> SpanLosses:
         alive = ref()
-        return alive.dropped_spans if alive is not None else 0
+        return alive.span_losses() if alive is not None else SpanLosses.none()
 
-    return dropped
+    return losses

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -16,6 +17,9 @@ class _Guarded(Protocol):
 
     @property
     def delivered_spans(self) -> int: ...
+
+    @property
+    def failed_spans(self) -> int: ...
 
     @property
     def outage_warned(self) -> bool: ...
@@ -38,12 +42,58 @@ class Processor(Protocol):
     def close(self) -> None: ...
 
 
+class Sampler(Protocol):
+    """What health reads of the processor that samples runs (`sampling.RunSamplingProcessor`)."""
+
+    @property
+    def processors(self) -> Sequence[Processor]: ...
+
+    @property
+    def ended_spans(self) -> int: ...
+
+    @property
+    def sampled_out_spans(self) -> int: ...
+
+    @property
+    def waiting_spans(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class SpanAccount:
+    """Where the spans meant for one exporter went: `ended` = `delivered` + `export_failed` +
+    `not_exported` + `sampled_out` + `under_way`. After `force_flush()` nothing ended before it is
+    under way; from shutdown on, nothing is."""
+
+    destination: str
+    """The exporter, and the endpoint it was configured with."""
+    ended: int
+    """Sampled spans ended in the pipeline that feeds this exporter."""
+    delivered: int
+    export_failed: int
+    """Spans of batches the exporter failed or refused (`otel_agents.drop.reason` `export_failed`)."""
+    not_exported: int
+    """Spans never handed to the exporter: a full queue, or cut at shutdown or exit (`not_exported`)."""
+    sampled_out: int
+    """Spans of runs left out (`OTEL_AGENTS_SAMPLE_RUNS`): never meant for the exporter."""
+
+    @property
+    def dropped(self) -> int:
+        return self.export_failed + self.not_exported
+
+    @property
+    def under_way(self) -> int:
+        """Spans still waiting for their run's decision, queued, or being exported."""
+        return self.ended - self.delivered - self.dropped - self.sampled_out
+
+
 @dataclass(eq=False)  # compared and hashed as itself (kept in a WeakSet)
 class Health:
     """What the pipeline lost: spans of failed exports, and spans its queues dropped."""
 
     failed_export_spans: int = 0
     processors: list[Processor] = field(default_factory=list)
+    samplers: list[Sampler] = field(default_factory=list)
+    """The processors that sample runs in front of some of `processors`."""
     quiet: bool = False
     """Set as the exit shuts the pipeline down: an export it cuts short warns of no outage (the
     exit says in one line what was not delivered)."""
@@ -51,7 +101,34 @@ class Health:
 
     @property
     def dropped_spans(self) -> int:
-        return self.failed_export_spans + sum(p.dropped_before_export for p in self.processors)
+        return self.failed_export_spans + self.not_exported_spans
+
+    @property
+    def not_exported_spans(self) -> int:
+        return sum(p.dropped_before_export for p in self.processors)
+
+    @property
+    def sampled_out_spans(self) -> int:
+        return sum(s.sampled_out_spans for s in self.samplers)
+
+    def accounts(self) -> list[SpanAccount]:
+        """One `SpanAccount` per exporter, in the order the pipeline feeds them."""
+        behind = {id(p): s for s in self.samplers for p in s.processors}
+        accounts = []
+        for processor in self.processors:
+            sampler = behind.get(id(processor))
+            guarded = processor.guarded
+            accounts.append(
+                SpanAccount(
+                    destination=guarded.destination,
+                    ended=sampler.ended_spans if sampler is not None else processor.ended_spans,
+                    delivered=guarded.delivered_spans,
+                    export_failed=guarded.failed_spans,
+                    not_exported=processor.dropped_before_export,
+                    sampled_out=sampler.sampled_out_spans if sampler is not None else 0,
+                )
+            )
+        return accounts
 
     def undelivered(self, *, unannounced: bool = False) -> list[tuple[str, int]]:
         """(destination, spans ended and not delivered there) of each exporter missing some: spans

@@ -67,6 +67,8 @@ class GuardedExporter(SpanExporter):
         """Spans of every batch given to the exporter (none after `close()`)."""
         self.delivered_spans = 0
         """Spans of every batch the exporter delivered."""
+        self.failed_spans = 0
+        """Spans of every batch the exporter failed or refused."""
         self.on_export: Callable[[int], None] | None = None
         """Called with `handed_spans` as each batch is handed over, before it is exported."""
         self.destination = f"{type(exporter).__name__} {endpoint}" if endpoint else type(exporter).__name__
@@ -111,6 +113,8 @@ class GuardedExporter(SpanExporter):
             with self._lock:
                 self.delivered_spans += len(spans)
             return result
+        with self._lock:
+            self.failed_spans += len(spans)
         self._health.add_failed(len(spans))
         if not self._failing:
             self._failing = True
@@ -155,6 +159,7 @@ class GuardedExporter(SpanExporter):
         self._exporting = 0
         self.handed_spans = 0
         self.delivered_spans = 0
+        self.failed_spans = 0
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         flush = getattr(self.exporter, "force_flush", None)
@@ -195,6 +200,8 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         self._shutdown_within_s = shutdown_within_s
         self._lock = threading.Lock()
         self._ended = 0
+        self._awaiting_whole = 0
+        """Spans of kept runs announced and not handed over yet (`awaiting_whole`)."""
         self._dropped = 0
         self._closed = False
         self._stopping: tuple[threading.Thread | None, float] | None = None
@@ -210,14 +217,19 @@ class BoundedBatchSpanProcessor(SpanProcessor):
 
     def reset_after_fork(self) -> None:
         self._lock = threading.Lock()
-        self._ended = self._dropped = 0
+        self._ended = self._dropped = self._awaiting_whole = 0
         self._stopping = None
         self.guarded.reset_after_fork()
 
     @property
     def ended_spans(self) -> int:
-        """Sampled spans ended through this processor, shutdown or not."""
-        return self._ended
+        """Sampled spans ended through this processor (a kept run's announced batch included),
+        shutdown or not."""
+        return self._ended + self._awaiting_whole
+
+    @property
+    def shutdown_within_s(self) -> float:
+        return self._shutdown_within_s
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         self._batch.on_start(span, parent_context)
@@ -228,15 +240,23 @@ class BoundedBatchSpanProcessor(SpanProcessor):
             with self._lock:  # counted once queued: the running count stays a lower bound
                 self._ended += 1
 
-    def export_whole(self, spans: Sequence[ReadableSpan]) -> None:
-        """Export `spans` as one batch of their own, now, in the caller's thread: a kept run, which
-        the queue must not cut (they count as ended here, and handed, delivered or failed)."""
-        sampled = [span for span in spans if span.context is not None and span.context.trace_flags.sampled]
-        if not sampled:
-            return
+    def awaiting_whole(self, count: int) -> None:
+        """`count` spans of a kept run will come as one batch (`export_whole`): they count as ended
+        here from now on, and as dropped if shutdown comes before they are handed over."""
         with self._lock:
-            self._ended += len(sampled)
-        self.guarded.export(sampled)
+            self._awaiting_whole += count
+
+    def export_whole(self, spans: Sequence[ReadableSpan]) -> None:
+        """Export `spans` (announced by `awaiting_whole`) as one batch of their own, now, in the
+        caller's thread: a kept run, which the queue must not cut (handed, delivered or failed)."""
+        if not spans:
+            return
+        try:
+            self.guarded.export(spans)
+        finally:  # counted as ended once handed (or refused): a flush's count of the dropped never overshoots
+            with self._lock:
+                self._awaiting_whole -= len(spans)
+                self._ended += len(spans)
 
     @property
     def dropped_before_export(self) -> int:
@@ -247,7 +267,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
             self._at_least(ended - handed - self.max_queue_size)
         with self._lock:
             if self._closed:
-                self._dropped = max(self._dropped, self._ended - self.guarded.handed_spans)
+                self._dropped = max(self._dropped, self._ended + self._awaiting_whole - self.guarded.handed_spans)
             return self._dropped
 
     def _exporting(self, handed: int) -> None:

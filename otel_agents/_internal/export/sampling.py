@@ -1,18 +1,27 @@
 """Runs sampled whole in the process (`OTEL_AGENTS_SAMPLE_RUNS`): the processor in front of the
-exporters that holds a run's spans until its decision (`run/keep.py` makes it, on the run's span).
+exporters that holds a trace's spans until its runs are decided (`run/keep.py` decides each run, on
+its span).
 
-A trace that holds a run is decided with its run. While the run is open its spans wait here; when
-its span ends (its decision made before it ended), they go to the exporters whole, as one batch of
-their own that the span queue cannot cut, or not at all. Spans of that trace ending later (a
-request span around the run) follow the decision while it is remembered; traces without a run are
-kept by trace id at the ratio, without waiting, as `TraceIdRatioBased` decides, so every process
-decides one trace alike. Only the exporters sample: the embedded store's processor is not behind
-this one, and the metrics count every run.
+A trace that holds runs is decided as a trace. While a run of it is open in this process, the
+trace's spans wait here (the spans of runs already ended included); when the last open run ends,
+the trace goes to the exporters whole, as one batch of its own that the span queue cannot cut, if
+any of its runs is kept, or not at all. A run that starts in a trace already kept is kept with it
+(its span says `trace`) and its spans pass at once; one that starts in a trace whose earlier runs
+were left out is decided on its own. Spans of the trace ending later (a request span around the
+runs) follow the decision while it is remembered; traces without a run are kept by trace id at the
+ratio, without waiting, as `TraceIdRatioBased` decides, so every process decides one trace alike.
+Only the exporters sample: the embedded store's processor is not behind this one, and the metrics
+count every run.
 
-Bounded: a run whose waiting spans pass `max_spans_per_run` is kept from then on (`bound`); when all
-waiting spans pass `max_waiting_spans`, the oldest waiting run is kept and sent (`bound`); at
-shutdown every run still waiting is kept (`exit`). A kept run's batch waits for the next flush,
-which a run's end asks for at once (`export/soon.py`).
+Bounded: a trace whose waiting spans pass `max_spans_per_run` is kept from then on (`bound`); when
+all waiting spans pass `max_waiting_spans`, the oldest waiting trace is kept and sent (`bound`); at
+shutdown every trace still waiting is kept (`exit`).
+
+Delivered: a kept trace's batch is sent by the next flush, which a run's end asks for at once
+(`export/soon.py`). One thread sends at a time: `force_flush()` returns once every batch decided
+before it was handed to the exporters (a batch another thread took is waited for), then flushes
+them. Every span that ended here is counted once: sent, left out (`sampled_out_spans`), waiting, or,
+from shutdown on, dropped by the processors it was meant for.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ logger = logging.getLogger(__name__)
 
 EXIT: Final = "exit"
 BOUND: Final = "bound"
+TRACE: Final = "trace"
 DECISIONS_KEPT: Final = 4096
 """Decided traces remembered for their late spans (the oldest forgotten first)."""
 DECISIONS_KEPT_S: Final = 60.0
@@ -44,41 +54,56 @@ DECISIONS_KEPT_S: Final = 60.0
 
 
 class _Waiting:
-    """A trace holding an open run: the run's span (open), and the spans of the trace ended so far."""
+    """A trace holding runs open in this process: their spans (open), the spans of the trace ended
+    so far, and whether one of its runs is kept already (`passing`: its spans go at once)."""
 
-    __slots__ = ("run_span", "run_span_id", "spans")
+    __slots__ = ("kept", "open_runs", "passing", "spans")
 
-    def __init__(self, run_span: Span) -> None:
-        self.run_span = run_span
-        self.run_span_id = run_span.get_span_context().span_id
+    def __init__(self) -> None:
+        self.open_runs: dict[int, Span] = {}
+        """Run span id -> the run's span, for the runs of the trace not ended yet."""
         self.spans: list[ReadableSpan] = []
+        self.kept = False
+        """A run of the trace ended kept (or the trace passed a bound, or was kept before)."""
+        self.passing = False
+        """Kept already: the trace's spans go to the exporters as they end."""
+
+
+def _sampled(span: ReadableSpan) -> bool:
+    context = span.context
+    return context is not None and context.trace_flags.sampled
 
 
 class RunSamplingProcessor(SpanProcessor):
     """In front of the exporting processors (never the store's): the spans of a trace holding a run
-    wait for its decision; a kept run goes to each of them as one batch (`export_whole`)."""
+    wait for its runs' decisions; a kept trace goes to each of them as one batch (`export_whole`)."""
 
     def __init__(self, processors: Sequence[BoundedBatchSpanProcessor], sampling: Sampling) -> None:
         self.processors = tuple(processors)
         self.sampling = sampling
+        self._init_state()
+        reset_in_forked_child(self)
+
+    def _init_state(self) -> None:
         self._lock = threading.Lock()
+        self._sending = threading.Lock()
+        """Held by the one thread handing ready batches to the exporters."""
         self._waiting: OrderedDict[int, _Waiting] = OrderedDict()
         """By trace id, oldest first."""
         self._waiting_spans = 0
         self._decided: OrderedDict[int, tuple[bool, float]] = OrderedDict()
         """By trace id: kept or not, and when decided (monotonic), oldest first."""
         self._ready: list[list[ReadableSpan]] = []
-        """Kept runs, each a batch, until the next flush sends them."""
+        """Kept traces' spans, each a batch, until a flush sends them."""
         self._shut_down = False
-        reset_in_forked_child(self)
+        self.ended_spans = 0
+        """Sampled spans ended through this processor."""
+        self.sampled_out_spans = 0
+        """Sampled spans of runs (and traces) not kept: never meant for the exporters."""
 
     def reset_after_fork(self) -> None:
         """A forked child has none of its parent's runs (their spans are the parent's to send)."""
-        self._lock = threading.Lock()
-        self._waiting.clear()
-        self._decided.clear()
-        self._ready.clear()
-        self._waiting_spans = 0
+        self._init_state()
 
     # --- what waits ----------------------------------------------------------------------------
 
@@ -88,68 +113,97 @@ class RunSamplingProcessor(SpanProcessor):
 
     @property
     def waiting_runs(self) -> int:
-        return len(self._waiting)
+        return sum(len(waiting.open_runs) for waiting in list(self._waiting.values()))
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         attributes = span.attributes or {}
         if sc.RUN_ID in attributes and not self._shut_down:
-            trace_id = span.get_span_context().trace_id
+            context = span.get_span_context()
+            trace_id = context.trace_id
             with self._lock:
-                if trace_id not in self._waiting:
-                    self._waiting[trace_id] = _Waiting(span)
-                    self._decided.pop(trace_id, None)
+                waiting = self._waiting.get(trace_id)
+                if waiting is None:
+                    waiting = self._waiting[trace_id] = _Waiting()
+                    decided = self._decided.pop(trace_id, None)
+                    if decided is not None and decided[0]:  # a trace kept already: so is this run
+                        waiting.kept = waiting.passing = True
+                if waiting.passing:
+                    span.set_attribute(sc.SAMPLE_KEPT_BECAUSE, TRACE)
+                waiting.open_runs[context.span_id] = span
         for processor in self.processors:
             processor.on_start(span, parent_context)
 
     def on_end(self, span: ReadableSpan) -> None:
         context = span.context
-        if context is None:
-            return
+        if context is None or not context.trace_flags.sampled:
+            return  # never exported: the batch processors leave such spans out
         trace_id = context.trace_id
-        send: list[ReadableSpan] | None = None
+        send = False
         with self._lock:
+            self.ended_spans += 1
             waiting = self._waiting.get(trace_id)
             if waiting is not None:
-                if context.span_id == waiting.run_span_id:  # the run ended: its decision is on it
-                    del self._waiting[trace_id]
-                    self._waiting_spans -= len(waiting.spans)
-                    kept = bool((span.attributes or {}).get(sc.SAMPLE_KEPT_BECAUSE))
-                    self._remember(trace_id, kept)
-                    if kept:
-                        self._ready.append([*waiting.spans, span])
-                    return
-                waiting.spans.append(span)
-                self._waiting_spans += 1
-                if len(waiting.spans) > self.sampling.max_spans_per_run:
-                    self._keep_now(trace_id, waiting)
-                while self._waiting_spans > self.sampling.max_waiting_spans and self._waiting:
-                    oldest = next(iter(self._waiting))
-                    self._keep_now(oldest, self._waiting[oldest])
-                return
-            decided = self._decided.get(trace_id)
-            if decided is None:  # a trace without a run (or before its run): by trace id
-                keep = ratio_keeps(self.sampling.ratio, trace_id)
-            else:  # a late span of a decided run: as its run
-                keep = decided[0]
-            if keep:
-                send = [span]
-        if send is not None:
+                if waiting.open_runs.pop(context.span_id, None) is not None:  # a run ended: decided on it
+                    waiting.kept = waiting.kept or bool((span.attributes or {}).get(sc.SAMPLE_KEPT_BECAUSE))
+                    if not waiting.open_runs:  # the trace's last open run: the trace is decided
+                        self._decide(trace_id, waiting, span)
+                        return
+                if waiting.passing:
+                    send = True
+                else:
+                    waiting.spans.append(span)
+                    self._waiting_spans += 1
+                    if len(waiting.spans) > self.sampling.max_spans_per_run:
+                        self._keep_now(waiting)
+                    while self._waiting_spans > self.sampling.max_waiting_spans:
+                        oldest = next((w for w in self._waiting.values() if w.spans), None)
+                        if oldest is None:
+                            break
+                        self._keep_now(oldest)
+            else:
+                decided = self._decided.get(trace_id)
+                if decided is None:  # a trace without a run (or before its run): by trace id
+                    send = ratio_keeps(self.sampling.ratio, trace_id)
+                else:  # a late span of a decided trace: as its runs
+                    send = decided[0]
+                if not send:
+                    self.sampled_out_spans += 1
+        if send:
             for processor in self.processors:
                 processor.on_end(span)
 
-    def _keep_now(self, trace_id: int, waiting: _Waiting, because: str = BOUND) -> None:
-        """(Under the lock.) Keep the run of `trace_id` from now on: its span says why, what waited
-        is sent, and what comes later passes through."""
+    def _decide(self, trace_id: int, waiting: _Waiting, last: ReadableSpan) -> None:
+        """(Under the lock.) The trace's last open run ended: send it whole if it is kept."""
         del self._waiting[trace_id]
         self._waiting_spans -= len(waiting.spans)
-        try:
-            if waiting.run_span.is_recording():
-                waiting.run_span.set_attributes({sc.SAMPLE_KEPT_BECAUSE: because, sc.SAMPLE_RATIO: self.sampling.ratio})
-        except Exception:  # the run's span is another thread's: a decision without its reason
-            logger.debug("otel-agents could not say why a run was kept", exc_info=True)
-        self._remember(trace_id, True)
-        if waiting.spans:
-            self._ready.append(waiting.spans)
+        self._remember(trace_id, waiting.kept)
+        batch = [*waiting.spans, last]
+        if waiting.kept:
+            self._make_ready(batch)
+        else:
+            self.sampled_out_spans += len(batch)
+
+    def _keep_now(self, waiting: _Waiting, because: str = BOUND) -> None:
+        """(Under the lock.) Keep the trace from now on: each open run's span says why (unless it
+        says already), what waited is sent, and what comes later passes at once."""
+        waiting.kept = waiting.passing = True
+        for run_span in waiting.open_runs.values():
+            try:
+                if run_span.is_recording() and not (run_span.attributes or {}).get(sc.SAMPLE_KEPT_BECAUSE):
+                    run_span.set_attributes({sc.SAMPLE_KEPT_BECAUSE: because, sc.SAMPLE_RATIO: self.sampling.ratio})
+            except Exception:  # the run's span is another thread's: a decision without its reason
+                logger.debug("otel-agents could not say why a run was kept", exc_info=True)
+        self._waiting_spans -= len(waiting.spans)
+        spans, waiting.spans = waiting.spans, []
+        if spans:
+            self._make_ready(spans)
+
+    def _make_ready(self, batch: list[ReadableSpan]) -> None:
+        """(Under the lock.) `batch` goes to the exporters at the next flush; until it is handed
+        over, each processor counts it as ended and not handed yet."""
+        self._ready.append(batch)
+        for processor in self.processors:
+            processor.awaiting_whole(len(batch))
 
     def _remember(self, trace_id: int, kept: bool) -> None:
         decided = self._decided
@@ -161,26 +215,44 @@ class RunSamplingProcessor(SpanProcessor):
 
     # --- sending -------------------------------------------------------------------------------
 
-    def _send_ready(self) -> None:
-        with self._lock:
-            ready, self._ready = self._ready, []
-        for batch in ready:
-            for processor in self.processors:
-                processor.export_whole(batch)
+    def _send_ready(self, timeout_s: float | None = None) -> bool:
+        """Hand every ready batch to the exporters, one thread at a time: a batch another thread
+        took is handed over by the time this returns. False if `timeout_s` passed first."""
+        if not self._sending.acquire(timeout=-1 if timeout_s is None else max(0.0, timeout_s)):
+            return False
+        try:
+            while True:
+                with self._lock:
+                    ready, self._ready = self._ready, []
+                if not ready:
+                    return True
+                for batch in ready:
+                    for processor in self.processors:
+                        processor.export_whole(batch)
+        finally:
+            self._sending.release()
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        self._send_ready()
-        return all([processor.force_flush(timeout_millis) for processor in self.processors])
+        """Every trace decided before the call handed to the exporters, then their flush; False if
+        that took longer than `timeout_millis`."""
+        deadline = time.monotonic() + timeout_millis / 1000
+        if not self._send_ready(deadline - time.monotonic()):
+            return False
+        return all([processor.force_flush(_millis_until(deadline)) for processor in self.processors])
 
     def shutdown(self) -> None:
-        """Every run still waiting is kept (`exit`) and sent, then the processors shut down."""
+        """Every trace still waiting is kept (`exit`) and sent, then the processors shut down."""
         with self._lock:
             self._shut_down = True
-            for trace_id, waiting in list(self._waiting.items()):
-                self._keep_now(trace_id, waiting, EXIT)
-        self._send_ready()
+            for waiting in list(self._waiting.values()):
+                self._keep_now(waiting, EXIT)
+        self._send_ready(max(processor.shutdown_within_s for processor in self.processors) if self.processors else 0)
         for processor in self.processors:
             processor.shutdown()
 
     def __repr__(self) -> str:
         return f"RunSamplingProcessor(ratio={self.sampling.ratio}, rules={self.sampling.rules})"
+
+
+def _millis_until(deadline: float) -> int:
+    return max(0, int((deadline - time.monotonic()) * 1000))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from opentelemetry import metrics
@@ -49,15 +50,31 @@ def _encodable(labels: dict[str, Any]) -> dict[str, Any]:
     return {k: _SURROGATE.sub("\ufffd", v) if type(v) is str and not v.isascii() else v for k, v in labels.items()}
 
 
+@dataclass(frozen=True, slots=True)
+class SpanLosses:
+    """Spans meant for the exporters and not delivered, by why (`Health`)."""
+
+    export_failed: int
+    not_exported: int
+    sampled_out: int
+
+    @staticmethod
+    def none() -> SpanLosses:
+        return SpanLosses(0, 0, 0)
+
+
 def _span_count(
-    meter: metrics.Meter, name: str, description: str, read: Callable[[], int]
+    meter: metrics.Meter,
+    name: str,
+    description: str,
+    observe: Callable[[], Iterable[metrics.Observation]],
 ) -> metrics.ObservableCounter:
-    """A counter of spans whose total `read()` tells when metrics are collected."""
+    """A counter of spans whose totals `observe()` tells when metrics are collected."""
 
-    def observe(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
-        yield metrics.Observation(read())
+    def callback(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+        return list(observe())
 
-    return meter.create_observable_counter(name, callbacks=[observe], unit="{span}", description=description)
+    return meter.create_observable_counter(name, callbacks=[callback], unit="{span}", description=description)
 
 
 class _SpanCounts:
@@ -67,24 +84,35 @@ class _SpanCounts:
     `configure()` or `instrument()` is not kept alive by them)."""
 
     def __init__(self, meter: metrics.Meter) -> None:
-        self.read_dropped: Callable[[], int] = lambda: 0
+        self.read_losses: Callable[[], SpanLosses] = SpanLosses.none
         self.read_unplaced: Callable[[], int] = lambda: 0
         self.dropped = _span_count(
             meter,
             "otel_agents.spans.dropped",
-            "Spans the pipeline could not deliver (failed exports, full queues, shutdown cut-offs); "
-            "what a full queue dropped is never counted too high, and exactly once a flush or shutdown is done",
+            "Spans the pipeline could not deliver, by otel_agents.drop.reason: export_failed (the exporter "
+            "failed or refused), not_exported (a full queue, or cut at shutdown or exit); what a full queue "
+            "dropped is never counted too high, and exactly once a flush or shutdown is done",
             self._dropped,
+        )
+        self.sampled_out = _span_count(
+            meter,
+            "otel_agents.spans.sampled_out",
+            "Spans of runs left out by run sampling (OTEL_AGENTS_SAMPLE_RUNS): never meant for the exporters",
+            lambda: [metrics.Observation(self.read_losses().sampled_out)],
         )
         self.unplaced = _span_count(
             meter,
             "otel_agents.spans.unplaced",
             "Spans placed under their sender because their cause's registry entry had been dropped",
-            lambda: self.read_unplaced(),
+            lambda: [metrics.Observation(self.read_unplaced())],
         )
 
-    def _dropped(self) -> int:
-        return self.read_dropped()
+    def _dropped(self) -> list[metrics.Observation]:
+        losses = self.read_losses()
+        return [
+            metrics.Observation(losses.export_failed, {sc.DROP_REASON: sc.DROP_EXPORT_FAILED}),
+            metrics.Observation(losses.not_exported, {sc.DROP_REASON: sc.DROP_NOT_EXPORTED}),
+        ]
 
 
 _span_counts: PerProvider[_SpanCounts] = PerProvider()
@@ -100,11 +128,11 @@ process_state.hold(
 def _span_counts_of(
     meter_provider: metrics.MeterProvider,
     meter: metrics.Meter,
-    dropped: Callable[[], int],
+    losses: Callable[[], SpanLosses],
     unplaced: Callable[[], int],
 ) -> _SpanCounts:
     counts = _span_counts.setdefault(meter_provider, lambda: _SpanCounts(meter))
-    counts.read_dropped, counts.read_unplaced = dropped, unplaced
+    counts.read_losses, counts.read_unplaced = losses, unplaced
     return counts
 
 
@@ -119,11 +147,12 @@ class Instruments:
         *,
         label_keys: tuple[str, ...] = (),
         exported: bool = True,
-        dropped_spans: Callable[[], int] = lambda: 0,
+        span_losses: Callable[[], SpanLosses] = SpanLosses.none,
         unplaced_spans: Callable[[], int] = lambda: 0,
     ) -> None:
-        """`dropped_spans`, `unplaced_spans`: what `otel_agents.spans.dropped` and
-        `otel_agents.spans.unplaced` read when metrics are collected (holding no pipeline strongly)."""
+        """`span_losses`, `unplaced_spans`: what `otel_agents.spans.dropped`,
+        `otel_agents.spans.sampled_out` and `otel_agents.spans.unplaced` read when metrics are
+        collected (holding no pipeline strongly)."""
         self.exported = exported
         self.label_keys: tuple[str, ...] = label_keys
         """The run attributes that label the run metrics (OTEL_AGENTS_METRIC_ATTRIBUTES)."""
@@ -173,8 +202,8 @@ class Instruments:
         self._outcome_labels: dict[str, set[str]] = {}
         """Per outcome name the labels counted so far (at most `LABELS_A_NAME`; the rest `other`)."""
 
-        # `otel_agents.spans.dropped` and `otel_agents.spans.unplaced`, observed when collected
-        self.span_counts = _span_counts_of(meter_provider, meter, dropped_spans, unplaced_spans) if exported else None
+        # `otel_agents.spans.dropped`, `.sampled_out` and `.unplaced`, observed when collected
+        self.span_counts = _span_counts_of(meter_provider, meter, span_losses, unplaced_spans) if exported else None
 
     def model_call_cost(
         self,

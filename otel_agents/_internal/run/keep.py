@@ -16,6 +16,8 @@ logger = logging.getLogger(__name__)
 
 EXIT: Final = "exit"
 RATIO: Final = "ratio"
+TRACE: Final = "trace"
+"""Kept with its trace: the run started in a trace whose earlier run was kept."""
 
 _warned: set[str] = set()
 """The warnings given once (a keep_runs callable that raised), at most 64."""
@@ -23,15 +25,18 @@ process_state.hold(__name__, "_warned", bound="64 warnings", size=lambda: len(_w
 
 
 def decide(sampling: Sampling, summary: RunSummary, trace_id: int, *, already: str | None) -> str | None:
-    """Why the run is kept (a rule's name, `rule`, `ratio`, `exit`), or None: it is left out.
-    `already`: what its span says already (`bound`, when it passed a bound while it ran)."""
-    if already:
+    """Why the run is kept (a rule's name, `rule`, `trace`, `ratio`, `exit`), or None: it is left
+    out. `already`: what its span says already (`bound`, when it passed a bound while it ran;
+    `trace`, when it started in a trace kept already: a rule that matches names it first)."""
+    if already and already != TRACE:
         return already
     if summary.stop_kind == "shutdown":  # still open at shutdown, exit or SIGTERM
         return EXIT
     because = sampling.rules.kept_because(summary, warn=_warn_once)
     if because is not None:
         return because
+    if already:
+        return already
     return RATIO if ratio_keeps(sampling.ratio, trace_id) else None
 
 

@@ -18,6 +18,7 @@ from otel_agents._internal import process_state
 from otel_agents._internal.config.loop_limits import LoopLimits
 from otel_agents._internal.config.settings import RuntimeSpans, Settings, resolve_settings
 from otel_agents._internal.genai.loops import ResolvedLimits
+from otel_agents._internal.genai.metrics import SpanLosses
 from otel_agents._internal.genai.prices import PriceTable
 from otel_agents._internal.recording import Recording
 from otel_agents._internal.tracing.placement import RunAwareTracerProvider
@@ -45,7 +46,7 @@ def new_recording(
     *,
     loop_limits: ResolvedLimits | None = None,
     metrics_exported: bool = True,
-    dropped_spans: Callable[[], int] = lambda: 0,
+    span_losses: Callable[[], SpanLosses] = SpanLosses.none,
 ) -> Recording:
     """A recording whose tracer provider places the spans of runs (`tracing.placement`)."""
     return Recording(
@@ -56,7 +57,7 @@ def new_recording(
         loop_limits if loop_limits is not None else LoopLimits().resolved(),
         prices,
         metrics_exported=metrics_exported,
-        dropped_spans=dropped_spans,
+        span_losses=span_losses,
         unplaced_spans=unplaced_spans,
     )
 
