@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,98 @@ async def test_a_store_whose_pages_are_corrupt_is_moved_aside_too(tmp_path: Path
     await one_run(tmp_path, name="after")
     assert [run.team for run in Store(tmp_path).runs()] == ["after"]
     assert len([n for n in damaged_copies(tmp_path) if not n.endswith(("-wal", "-shm"))]) == 1
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    value = 0
+    for i in range(8):
+        value = (value << 7) | (data[at + i] & 0x7F)
+        if data[at + i] < 0x80:
+            return value, at + i + 1
+    return (value << 8) | data[at + 8], at + 9
+
+
+def damage_index(database: Path, index: str) -> int:
+    """Change the first key of every entry of `index` (an index on one integer column) in place, as a
+    torn or misdirected write of its pages would: the b-tree stays well formed (`quick_check` says
+    ok), but no entry matches its row any more (`integrity_check` does not). How many it changed."""
+    with closing(sqlite3.connect(database)) as connection:  # everything in the main file first
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        (root,) = connection.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (index,)).fetchone()
+        (page_size,) = connection.execute("PRAGMA page_size").fetchone()
+    data = bytearray(database.read_bytes())
+    pages, changed = [root], 0
+    while pages:  # interior index pages (type 2) lead to leaves (type 10); the root is never page 1
+        start = (pages.pop() - 1) * page_size
+        interior = data[start] == 0x02
+        header = 12 if interior else 8
+        if interior:
+            pages.append(int.from_bytes(data[start + 8 : start + 12], "big"))
+        for n in range(int.from_bytes(data[start + 3 : start + 5], "big")):
+            pointer = start + header + 2 * n
+            cell = start + int.from_bytes(data[pointer : pointer + 2], "big")
+            if interior:
+                pages.append(int.from_bytes(data[cell : cell + 4], "big"))
+                continue
+            _, record = _varint(data, cell)  # the payload's size, then the record
+            header_size, types = _varint(data, record)
+            assert _varint(data, types)[0] == 6, "the key is an 8-byte integer"
+            data[record + header_size + 7] ^= 0x55  # its lowest byte
+            changed += 1
+    database.write_bytes(bytes(data))
+    return changed
+
+
+def spans_by_run(store: Path) -> dict[str, list[str]]:
+    """Each stored run's span names, after checking its trace is whole: one root, every parent there."""
+    reader, names = Store(store), {}
+    for run in reader.runs(limit=None):
+        spans = reader.spans(run.trace_id)
+        ids = {s.span_id for s in spans}
+        assert [s.parent_span_id for s in spans if s.parent_span_id not in ids] == [None], run.team
+        names[run.team or ""] = sorted(s.name for s in spans)
+    return names
+
+
+async def test_a_store_whose_index_is_damaged_is_moved_aside_when_a_write_fails_on_it_and_no_span_is_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only the trim's deletes touch the damaged index: the runs' inserts go through, the first trim
+    fails as corrupt. The store goes aside then, and that batch and the ones after it go to a fresh
+    store, whole."""
+    store, undamaged = tmp_path / "store", tmp_path / "undamaged"
+    with otel_agents.configure(store=store):
+        for i in range(8):
+            await writers_room(max_messages=6, name=f"before-{i}").run(task="go" * 50)
+    database = store / DATABASE
+    assert damage_index(database, "spans_by_start") == 8 * len(spans_by_run(store)["before-0"])
+    with closing(sqlite3.connect(database)) as connection:
+        assert connection.execute("PRAGMA quick_check").fetchall() == [("ok",)]
+        assert connection.execute("PRAGMA integrity_check(1)").fetchall() != [("ok",)]
+    damaged = database.read_bytes()
+
+    monkeypatch.setenv("OTEL_AGENTS_STORE_MAX_MB", "0.1")  # below what the store holds: the next write trims
+    assert len(damaged) > 0.1 * 1024 * 1024
+    caplog.set_level(logging.WARNING)
+    dropped = {}
+    for directory in (store, undamaged):
+        with otel_agents.configure(store=directory) as telemetry:
+            for i in range(3):
+                await writers_room(max_messages=6, name=f"after-{i}").run(task="go" * 50)
+        dropped[directory] = telemetry.dropped_spans
+
+    assert dropped == {store: 0, undamaged: 0}
+    assert spans_by_run(store).keys() == {"after-0", "after-1", "after-2"}, "the later runs, in a fresh store"
+    assert spans_by_run(store) == spans_by_run(undamaged), "each whole, as an undamaged store holds it"
+    (moved,) = [name for name in damaged_copies(store) if not name.endswith(("-wal", "-shm"))]
+    assert (store / moved).read_bytes() == damaged, "the damaged file, moved as it was"
+    assert damaged_copies(store) == [moved, f"{moved}-shm", f"{moved}-wal"], "its -wal and -shm went with it"
+    said = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+    assert len(said) == 1, said
+    assert str(database) in said[0] and str(store / moved) in said[0]
+    assert (store / f"{DATABASE}.lock").exists(), "moved under the lock two processes share"
+    with closing(sqlite3.connect(database)) as connection:
+        assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
 
 
 async def test_at_most_three_damaged_copies_are_kept_the_oldest_removed(tmp_path: Path) -> None:

@@ -127,7 +127,9 @@ def not_a_database(path: Path) -> sqlite3.DatabaseError | None:
 
 def _still_damaged(path: Path) -> BaseException | None:
     """The error a fresh look at `path` gives, if it is damaged (None: it is not, or not there);
-    read-only, so that SQLite leaves its `-wal` and `-shm` files where they are."""
+    read-only, so that SQLite leaves its `-wal` and `-shm` files where they are. Only after a write
+    failed as damaged, so the full `integrity_check` it costs is paid then: `quick_check` passes a
+    store whose index no longer matches its table, which fails the writes that delete from it."""
     if not path.exists():
         return None
     header = not_a_database(path)
@@ -138,7 +140,7 @@ def _still_damaged(path: Path) -> BaseException | None:
         with closing(sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)) as connection:
             connection.execute("PRAGMA user_version").fetchone()
             connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            if connection.execute("PRAGMA quick_check(1)").fetchone() != ("ok",):
+            if connection.execute("PRAGMA integrity_check(1)").fetchone() != ("ok",):
                 return sqlite3.DatabaseError("database disk image is malformed")
     except sqlite3.DatabaseError as error:
         return error if is_damage(error) else None
