@@ -19,7 +19,7 @@ import pytest
 
 import otel_agents
 from otel_agents._internal.export.store.reader import Store
-from otel_agents._internal.export.store.schema import DAMAGED_KEPT, SCHEMA_VERSION
+from otel_agents._internal.export.store.schema import DAMAGED_KEPT, SCHEMA_VERSION, is_damage
 from tests.support.teams import writers_room
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -164,6 +164,14 @@ async def test_a_store_whose_index_is_damaged_is_moved_aside_when_a_write_fails_
     assert (store / f"{DATABASE}.lock").exists(), "moved under the lock two processes share"
     with closing(sqlite3.connect(database)) as connection:
         assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+
+
+def test_an_extended_corrupt_code_is_damage_and_a_locked_store_is_not() -> None:
+    corrupt_index = sqlite3.DatabaseError("index corruption")
+    corrupt_index.sqlite_errorcode = 779  # SQLITE_CORRUPT_INDEX, as Python gives it
+    locked = sqlite3.OperationalError("database is locked")
+    locked.sqlite_errorcode = 5
+    assert is_damage(corrupt_index) and not is_damage(locked)
 
 
 async def test_at_most_three_damaged_copies_are_kept_the_oldest_removed(tmp_path: Path) -> None:

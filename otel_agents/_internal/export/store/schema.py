@@ -98,7 +98,8 @@ class StoreDamaged(StoreError):
 _DAMAGE: Final = ("file is not a database", "database disk image is malformed")
 """What SQLite says of a file that is not a database, or of one whose pages are corrupt."""
 _DAMAGE_CODES: Final = frozenset({11, 26})
-"""SQLITE_CORRUPT and SQLITE_NOTADB, where Python tells the error code."""
+"""SQLITE_CORRUPT and SQLITE_NOTADB, where Python tells the error code (an extended code, such as
+SQLITE_CORRUPT_INDEX, 779: its low byte is the primary code)."""
 DAMAGED_KEPT: Final = 3
 """Damaged store files kept beside the store (the oldest removed first)."""
 
@@ -108,7 +109,8 @@ def is_damage(error: BaseException) -> bool:
     that is only locked is not."""
     if not isinstance(error, sqlite3.DatabaseError):
         return False
-    return getattr(error, "sqlite_errorcode", None) in _DAMAGE_CODES or any(text in str(error) for text in _DAMAGE)
+    code = getattr(error, "sqlite_errorcode", None)
+    return (isinstance(code, int) and code & 0xFF in _DAMAGE_CODES) or any(text in str(error) for text in _DAMAGE)
 
 
 def not_a_database(path: Path) -> sqlite3.DatabaseError | None:
