@@ -3,6 +3,11 @@
 Replies come from a script (text, or a tool call), usage is counted per request, streaming sends
 the usage in the last chunk when asked (`stream_options.include_usage`). Every request is kept, so
 tests can compare what the server billed with what the trace says.
+
+A reply scripted with `hold=True` is kept unanswered until the test calls `release()`: the test
+knows the app is waiting for that call (`wait_until_held()`) and acts then, without guessing how
+long a delay is long enough. `stop()` drops the calls still held (their connections closed
+unanswered), and a call is never held longer than `hold_bound_s`.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ class Reply:
     delay_s: float = 0.0
     status: int = 200
     cached_tokens: int | None = None
+    hold: bool = False
+    """Keep the call unanswered until `OpenAIServer.release()` (then answer it as scripted)."""
 
 
 @dataclass
@@ -46,10 +53,17 @@ class OpenAIServer:
     headers: list[dict[str, str]] = field(default_factory=list)
     """Each request's headers, names lowercased (a `traceparent` an HTTP-client instrumentation sent)."""
     billed: list[Billed] = field(default_factory=list)
+    hold_bound_s: float = 120.0
+    """The longest a call is held: past it, its connection is closed unanswered (a test that never
+    released it fails on the app's error rather than hanging)."""
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._next = 0
+        self._holding = threading.Condition(self._lock)
+        self._held = 0
+        self._released = False
+        self._stopping = False
         self._server = _Server(("127.0.0.1", 0), _handler_for(self))
         self._thread = threading.Thread(target=self._server.serve_forever, name="openai-test-server", daemon=True)
 
@@ -63,6 +77,9 @@ class OpenAIServer:
         return self
 
     def stop(self) -> None:
+        with self._holding:  # the calls still held end unanswered, so no handler outlives the server
+            self._stopping = True
+            self._holding.notify_all()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
@@ -77,6 +94,32 @@ class OpenAIServer:
     def request_count(self) -> int:
         with self._lock:
             return len(self.requests)
+
+    @property
+    def held_count(self) -> int:
+        """Calls scripted with `hold=True` that have arrived (held, or released since)."""
+        with self._lock:
+            return self._held
+
+    def wait_until_held(self, count: int = 1, within_s: float = 60) -> bool:
+        """Wait until `count` held calls have arrived; False if they have not within `within_s`."""
+        with self._holding:
+            return self._holding.wait_for(lambda: self._held >= count, timeout=within_s)
+
+    def release(self) -> None:
+        """Answer the calls held now, and let every held call arriving later through unheld."""
+        with self._holding:
+            self._released = True
+            self._holding.notify_all()
+
+    def _hold(self) -> bool:
+        """Called by a held call's handler: wait for `release()` (True: answer it) or `stop()` or
+        the bound (False: close the connection unanswered)."""
+        with self._holding:
+            self._held += 1
+            self._holding.notify_all()
+            released = self._holding.wait_for(lambda: self._released or self._stopping, timeout=self.hold_bound_s)
+            return bool(released) and self._released and not self._stopping
 
     def play(self, replies: list[Reply]) -> None:
         """Answer the next requests with `replies` from the first (the last one repeated after)."""
@@ -114,8 +157,20 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length", "0"))
             body = json.loads(self.rfile.read(length) or b"{}")
             reply = server.take_reply(body, {name.lower(): value for name, value in self.headers.items()})
+            if reply.hold:
+                if not server._hold():
+                    self.close_connection = True
+                    return
+                try:
+                    self._answer(body, reply)
+                except OSError:  # the app went away while its call was held (it was ended then)
+                    self.close_connection = True
+                return
             if reply.delay_s:
                 time.sleep(reply.delay_s)
+            self._answer(body, reply)
+
+        def _answer(self, body: dict[str, Any], reply: Reply) -> None:
             if reply.status != 200:
                 self._send_json(reply.status, {"error": {"message": f"scripted {reply.status}", "type": "server"}})
                 return
