@@ -7,7 +7,7 @@ Traced (`FAULT_TRACED=1`) it calls `otel_agents.configure()` and nothing else of
 environment says (`OTEL_AGENTS_STORE`, `OTEL_EXPORTER_OTLP_ENDPOINT`, ...); untraced it is the same
 app without `configure()`. What it prints on stdout is the app's own output, compared with the
 untraced app's; what the test needs besides goes to the notes file `FAULT_NOTES`: `running` once
-the run is under way (the test sends its signal then), and, at an exit that runs exit handlers,
+the run is under way, and, at an exit that runs exit handlers,
 `dropped N` (the spans the pipeline could not deliver, which the metric `otel_agents.spans.dropped`
 reads).
 
@@ -104,7 +104,10 @@ def say(result: object) -> None:
 
 def leave_mid_run(item: object) -> None:
     """Once the run is under way (the writer's message came), end the process the way FAULT_EXIT
-    says; with FAULT_EXIT `returns`, or a signal the test sends, go on to the end."""
+    says; with FAULT_EXIT `returns`, or a signal the test sends, go on to the end and say how the
+    run stopped."""
+    if isinstance(item, TaskResult):
+        say(item)
     if getattr(item, "source", None) != "writer":
         return
     note("running")
@@ -234,6 +237,11 @@ def dropped_at_exit() -> None:
 
 
 if __name__ == "__main__":
+    # Ctrl-C as in a terminal: a process started in the background by a shell without job control
+    # (a CI step, `cmd &` in a script) inherits SIGINT ignored, and Python then leaves it ignored,
+    # so the SIGINT cells would test nothing (the run went on to its end, traced and untraced).
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if TRACED:
         atexit.register(dropped_at_exit)
     if EXIT == "sigterm_uvicorn":
