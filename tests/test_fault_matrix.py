@@ -14,13 +14,18 @@ endpoint that is down, answers 500, or comes back between two runs). Each cell a
   ending, shared by the cells that end that way), and its stderr has nothing of ours but the
   documented warnings (frames of our wrappers inside the app's own tracebacks aside).
 
+And each cell's stop kind is what the untraced app did in it: its exit code, and how it says its
+run stopped (`test_each_cell_expects_what_the_untraced_app_did`). A signal is sent while the local
+server holds the app's second model call unanswered, and the call is released only once the signal
+has landed: where it lands does not depend on the machine's load.
+
 The cells: every way a run ends (19, the process returning, the backend up); every way the process
 ends mid-run (8: `sys.exit` with the stream dropped and kept, `raise SystemExit`, `sys.exit` in a
 signal handler, an unhandled exception, SIGINT, SIGTERM of a plain script and of uvicorn); every
 state of the backend (down, 500, recovering in the middle of a run: 3); and the pairs that interact (5: SIGTERM and
 `sys.exit` against a backend that is down, an unhandled exception against one answering 500, a
 model error against a backend that is down, a stream left early against one that is down):
-35 cells and 25 untraced runs, three at a time, in about 75 s. They run on the newest Python found
+35 cells and 27 untraced runs, three at a time, in about 75 s. They run on the newest Python found
 only (`newest_python`: scripts/test.sh runs them in its environment; an older one skips them, unless
 `FAULT_MATRIX_HERE=1`); tests/test_leaving_a_run_early.py pins the exits on every Python.
 """
@@ -56,8 +61,9 @@ pytestmark = [pytest.mark.backend, pytest.mark.newest_python]
 ROOT = Path(__file__).resolve().parents[1]
 
 DRAFTS = (Reply("draft"), Reply("notes"), Reply("draft 2"), Reply("notes 2"), Reply("draft 3"), Reply("notes 3"))
-SLOW_SECOND = (Reply("draft"), Reply("notes", delay_s=3), Reply("draft 2"), Reply("notes 2"))
-"""The second call is in flight long enough for the test to end the process then."""
+HELD_SECOND = (Reply("draft"), Reply("notes", hold=True), Reply("draft 2"), Reply("notes 2"))
+"""The server keeps the second call unanswered until the test releases it: the app is waiting for
+that reply, wherever the machine's load put the rest of it, when the test signals it."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +76,8 @@ class Cell:
     stop_kinds: tuple[str, ...] = ()
     script: tuple[Reply, ...] = DRAFTS
     signal: int | None = None
-    """Sent once the slow second model call is in flight."""
+    """Sent while the server holds the second model call; the call is released once the signal has
+    landed (no longer pending in the process), or left held if the signal ended the process."""
     every_call_in_the_run: bool = True
     """Every call the server answered is a `chat` span of the stored run (not where a signal ends the
     process with a call in flight)."""
@@ -119,28 +126,28 @@ CELLS = (
     Cell("mid_run", "raise_system_exit", stop_kinds=("consumer_closed",)),
     Cell("mid_run", "unhandled", stop_kinds=("consumer_closed",)),
     Cell(
-        "mid_run_awaited", "signal_sys_exit", stop_kinds=("consumer_closed",), script=SLOW_SECOND,
+        "mid_run_awaited", "signal_sys_exit", stop_kinds=("consumer_closed",), script=HELD_SECOND,
         signal=signal.SIGUSR1, every_call_in_the_run=False,
     ),
     Cell(
-        "mid_run", "sigint", stop_kinds=("cancelled",), script=SLOW_SECOND, signal=signal.SIGINT,
+        "mid_run", "sigint", stop_kinds=("cancelled",), script=HELD_SECOND, signal=signal.SIGINT,
         every_call_in_the_run=False,
     ),
     Cell(
-        "mid_run", "sigterm", stop_kinds=("shutdown",), script=SLOW_SECOND, signal=signal.SIGTERM,
+        "mid_run", "sigterm", stop_kinds=("shutdown",), script=HELD_SECOND, signal=signal.SIGTERM,
         every_call_in_the_run=False,
     ),
-    Cell("service", "sigterm_uvicorn", stop_kinds=("max_messages",), script=SLOW_SECOND, signal=signal.SIGTERM),
+    Cell("service", "sigterm_uvicorn", stop_kinds=("max_messages",), script=HELD_SECOND, signal=signal.SIGTERM),
     # where the spans go
     Cell("max_messages", backend="down", stop_kinds=("max_messages",)),
     Cell("max_messages", backend="500", stop_kinds=("max_messages",)),
     Cell(
         "max_messages", backend="recovering", stop_kinds=("max_messages", "max_messages"),
-        script=(Reply("draft"), Reply("notes"), Reply("draft 2"), Reply("notes 2", delay_s=1)),
+        script=(Reply("draft"), Reply("notes"), Reply("draft 2"), Reply("notes 2", hold=True)),
     ),
     # the pairs that interact
     Cell(
-        "mid_run", "sigterm", "down", stop_kinds=("shutdown",), script=SLOW_SECOND, signal=signal.SIGTERM,
+        "mid_run", "sigterm", "down", stop_kinds=("shutdown",), script=HELD_SECOND, signal=signal.SIGTERM,
         every_call_in_the_run=False,
     ),
     Cell("mid_run", "sys_exit", "down", stop_kinds=("consumer_closed",)),
@@ -148,6 +155,8 @@ CELLS = (
     Cell("model_429", backend="down", stop_kinds=("error",), script=(Reply("slow down", status=429),)),
     Cell("break", backend="down", stop_kinds=("consumer_closed",)),
 )  # fmt: skip
+WAYS = {cell.way: cell for cell in CELLS if cell.backend != "recovering"}
+"""The ways of ending, each run untraced once (the recovering cells' runs end as `max_messages` does)."""
 
 
 @dataclass
@@ -163,6 +172,8 @@ class Outcome:
     destination: str = ""
     requests_at_destination: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    answered: str | None = None
+    """What the service answered its `/run` request (the run's stop reason), where the app is one."""
 
 
 def environment(cell: Cell, workdir: Path, server: OpenAIServer, *, traced: bool) -> dict[str, str]:
@@ -190,6 +201,7 @@ def run_app(
 ) -> Outcome:
     """Run the cell's app once (traced, to `destination`, or untraced) and return how it went."""
     workdir.mkdir(parents=True)
+    answered: list[str] = []
     with OpenAIServer(script=list(cell.script)) as server:
         env = environment(cell, workdir, server, traced=traced)
         if destination is not None:
@@ -200,19 +212,27 @@ def run_app(
             process = subprocess.Popen(
                 [sys.executable, "-m", "tests.support.fault_app"], cwd=ROOT, env=env, stdout=out, stderr=err
             )
+            request = None
             try:
                 if cell.exit == "sigterm_uvicorn":
-                    threading.Thread(target=_request_run, args=(int(env["FAULT_PORT"]),), daemon=True).start()
-                if cell.signal is not None:
-                    assert _waited_for(lambda: server.request_count >= 2, process), "the slow call never came"
-                    time.sleep(0.3)  # the call is in flight: the app waits for its reply
+                    request = threading.Thread(
+                        target=_request_run, args=(int(env["FAULT_PORT"]), answered, process), daemon=True
+                    )
+                    request.start()
+                if cell.signal is not None:  # the app waits for the held call's reply: signal it there
+                    assert _waited_for(lambda: server.held_count >= 1, process), "the held call never came"
                     process.send_signal(cell.signal)
+                    assert _waited_for(lambda: _landed(process, cell.signal), process), "the signal never landed"
+                    server.release()
                 if gate is not None:  # the backend comes back in the middle of the second run
                     assert _waited_for(lambda: "waiting" in _notes(workdir), process), "the first run never ended"
                     (workdir / "gate").touch()
-                    assert _waited_for(lambda: server.request_count >= 4, process), "the second run never went on"
+                    assert _waited_for(lambda: server.held_count >= 1, process), "the second run never went on"
                     gate.up()
+                    server.release()
                 process.wait(timeout=90)
+                if request is not None:
+                    request.join(timeout=30)
             finally:
                 if process.poll() is None:
                     process.kill()
@@ -226,20 +246,22 @@ def run_app(
         store=workdir / "store",
         billed=billed,
         service=env["OTEL_SERVICE_NAME"],
+        answered=answered[0] if answered else None,
     )
 
 
-def _request_run(port: int) -> None:
+def _request_run(port: int, answered: list[str], process: subprocess.Popen[Any]) -> None:
+    """Ask the service for a run (once it listens) and keep its answer."""
     import urllib.request
 
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and process.poll() is None:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/run", timeout=60) as response:
-                response.read()
+                answered.append(response.read().decode())
             return
         except OSError:
-            time.sleep(0.1)
+            time.sleep(0.1)  # not listening yet: ask again
 
 
 def _notes(workdir: Path) -> list[str]:
@@ -248,14 +270,31 @@ def _notes(workdir: Path) -> list[str]:
 
 
 def _waited_for(condition: Any, process: subprocess.Popen[Any], within_s: float = 60) -> bool:
+    """Poll `condition` until it holds, the process has ended, or `within_s` (a bound for a failure,
+    never a wait the test relies on) has passed."""
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         if condition():
             return True
         if process.poll() is not None:
             return bool(condition())
-        time.sleep(0.05)
+        time.sleep(0.02)
     return False
+
+
+def _landed(process: subprocess.Popen[Any], signum: int) -> bool:
+    """The signal is no longer pending in the process: the kernel has handed it over (its Python
+    handler, if it has one, runs before any other Python code of the main thread), or the process
+    has ended. True where there is no /proc to tell."""
+    try:
+        status = Path(f"/proc/{process.pid}/status").read_text()
+    except OSError:
+        return True
+    pending = 0
+    for line in status.splitlines():
+        if line.startswith(("SigPnd:", "ShdPnd:")):
+            pending |= int(line.split()[1], 16)
+    return not pending & (1 << (signum - 1))
 
 
 @contextmanager
@@ -300,10 +339,9 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Matrix]:
         def untraced(cell: Cell) -> tuple[tuple[str, str], Outcome]:
             return cell.way, run_app(cell, workdir / f"untraced-{cell.ending}-{cell.exit}", traced=False)
 
-        ways = {cell.way: cell for cell in CELLS if cell.backend != "recovering"}
         with ThreadPoolExecutor(max_workers=3) as pool:
             traced_runs = pool.map(traced, CELLS)
-            untraced_runs = pool.map(untraced, ways.values())
+            untraced_runs = pool.map(untraced, WAYS.values())
             matrix = Matrix(jaeger, dict(traced_runs), dict(untraced_runs))
         yield matrix
 
@@ -373,6 +411,73 @@ def theirs(cell: Cell, outcome: Outcome, baseline: Outcome) -> list[str]:
 
 # --- the cells -----------------------------------------------------------------------------------
 
+EXIT_CODES = {
+    "returns": 0,
+    "sys_exit": 3,
+    "raise_system_exit": 3,
+    "unhandled": 1,
+    "signal_sys_exit": 4,
+    "sigint": -signal.SIGINT,  # asyncio.run raises KeyboardInterrupt, Python ends by SIGINT
+    "sigterm": -signal.SIGTERM,
+    "sigterm_uvicorn": -signal.SIGTERM,  # uvicorn re-raises the signal after its graceful shutdown
+}
+"""The exit code of the untraced app for each way its process ends."""
+REASONS = (
+    ("Maximum number of messages ", "max_messages"),
+    ("Text 'APPROVE' mentioned", "text_mention"),
+    ("Handoff to user ", "handoff"),
+    ("Timeout of ", "timeout"),
+    ("Token usage limit reached", "token_budget"),
+    ("External termination requested", "external"),
+    ("loop guard: ", "loop_guard"),
+    ("None", "completed"),  # a lone agent's run stops by itself, with no reason
+)
+"""The stop reasons the app prints (`stopped: ...`), by the stop kind each means."""
+SAID = {
+    "cancelled": "cancelled",
+    "timed out": "cancelled",
+    "left": "consumer_closed",
+    "consumer failed": "consumer_closed",
+}
+"""The app's other words for how its run ended (a model's error is `failed: ...`)."""
+
+
+def stop_seen(way: tuple[str, str], outcome: Outcome) -> str:
+    """The stop kind the app's own behaviour shows: what it said (or, a service, answered) about how
+    its run stopped; where it said nothing, the run was still going when its process ended, and how
+    that ended tells."""
+    ending, _ = way
+    said = outcome.stdout.splitlines() + ([f"stopped: {outcome.answered}"] if outcome.answered is not None else [])
+    for line in said:
+        if line.startswith("stopped: "):
+            reason = line.removeprefix("stopped: ")
+            return next((kind for prefix, kind in REASONS if reason.startswith(prefix)), f"stopped by {reason!r}")
+        if line.startswith("failed: "):
+            return "error"
+        if line in SAID:
+            return SAID[line]
+    if outcome.returncode == -signal.SIGINT and "KeyboardInterrupt" in outcome.stderr:
+        return "cancelled"  # asyncio.run cancelled the task reading the run
+    if outcome.returncode == -signal.SIGTERM:
+        return "shutdown"  # the process ended with the run open
+    if outcome.returncode in (1, 3, 4):  # the app's error or SystemExit, raised where it read the run
+        return "shutdown" if ending == "mid_run_kept" else "consumer_closed"  # a kept stream: open to the exit
+    return f"nothing said, exit {outcome.returncode}"
+
+
+@pytest.mark.parametrize("way", WAYS, ids=[f"{ending}-{exit_}" for ending, exit_ in WAYS])
+def test_each_cell_expects_what_the_untraced_app_did(matrix: Matrix, way: tuple[str, str]) -> None:
+    """A cell's stop kind is what the app untraced did in it (its exit code, and how it says its run
+    stopped): a signal that did not land, or landed elsewhere, fails here by name."""
+    baseline = matrix.untraced[way]
+    expected = {cell.stop_kinds[-1] for cell in CELLS if cell.way == way}
+    said = (
+        f"untraced {way}: exit {baseline.returncode}, answered {baseline.answered!r}\n--- stdout\n{baseline.stdout}"
+        f"\n--- stderr\n{baseline.stderr[-3000:]}"
+    )
+    assert baseline.returncode == EXIT_CODES[way[1]], said
+    assert {stop_seen(way, baseline)} == expected, said
+
 
 @pytest.mark.parametrize("cell", CELLS, ids=[cell.name for cell in CELLS])
 def test_nothing_is_lost(matrix: Matrix, cell: Cell) -> None:
@@ -382,6 +487,7 @@ def test_nothing_is_lost(matrix: Matrix, cell: Cell) -> None:
 
     # the app as it is untraced
     assert outcome.returncode == baseline.returncode, said
+    assert outcome.answered == baseline.answered, said
     if cell.backend != "recovering":
         assert outcome.stdout == baseline.stdout, said
     else:
