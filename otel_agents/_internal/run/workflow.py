@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
@@ -89,6 +90,17 @@ run starting nor a run ended by the garbage collector in this thread can interru
 def _end_all() -> None:
     end_open_runs(None)
     _open.clear()
+
+
+def _forget_in_forked_child() -> None:
+    """A forked child has none of its parent's runs: it never ends, stores or exports them (the
+    parent does, once); they are left as ended here."""
+    for workflow in [w for w in (ref() for ref in list(_open.values())) if w is not None]:
+        workflow.forked_away()
+    _open.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_forked_child)
 
 
 process_state.hold(
@@ -348,6 +360,11 @@ class WorkflowSpan:
             self._error = exc
             self.stop_reason = error_reason(exc)
             self.stop_kind = "error"
+
+    def forked_away(self) -> None:
+        """(In a forked child.) The run is the parent's: ending it here does nothing."""
+        self._ending = threading.Lock()  # another thread of the parent may have held it at the fork
+        self._ended = True
 
     def end(self) -> None:
         """End the span (once: a run ended at shutdown is not ended again when its stream closes)."""
