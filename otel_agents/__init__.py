@@ -20,6 +20,7 @@ from otel_agents._internal.autogen.tap import run_stream, tap
 from otel_agents._internal.config.loop_limits import LoopLimits
 from otel_agents._internal.config.settings import ConfigError
 from otel_agents._internal.configure import configure
+from otel_agents._internal.export.health import SpanAccount
 from otel_agents._internal.genai.keeping import RunSummary
 from otel_agents._internal.run.attribution import run_attributes
 from otel_agents._internal.run.outcomes import record_outcome
@@ -39,6 +40,7 @@ __all__ = [
     "LoopGuard",
     "LoopLimits",
     "RunSummary",
+    "SpanAccount",
     "Telemetry",
     "__version__",
     "configure",

@@ -62,6 +62,30 @@ def private_data_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def every_span_accounted(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every test that exports to a real backend (`backend`) ends with each pipeline it made shut
+    down and every span of it accounted for: ended = delivered + dropped + sampled out."""
+    if request.node.get_closest_marker("backend") is None:
+        yield
+        return
+    from otel_agents._internal import telemetry as pipelines
+    from tests.support.accounting import assert_every_span_accounted
+
+    made: list[otel_agents.Telemetry] = []
+    init = pipelines.Telemetry.__init__
+
+    def recorded(self: otel_agents.Telemetry, *args: object, **kwargs: object) -> None:
+        init(self, *args, **kwargs)  # type: ignore[arg-type]
+        made.append(self)
+
+    monkeypatch.setattr(pipelines.Telemetry, "__init__", recorded)
+    yield
+    for telemetry in made:
+        telemetry.shutdown()
+        assert_every_span_accounted(telemetry)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     """Each test starts with the process as otel-agents found it: AutoGen uninstrumented, no

@@ -304,3 +304,33 @@ async def test_sequential_runs_under_one_request_span_follow_the_trace() -> None
 def trees_id(exported: SlowBatches, root: str) -> int:
     (found,) = [s.context.trace_id for s in exported.spans if s.name == root and s.context]
     return found
+
+
+@pytest.mark.backend
+def test_every_failing_run_of_three_hundred_arrives_in_the_built_jaeger(
+    many_runs_script: OpenAIServer, tmp_path: Path
+) -> None:
+    from tests.support.backends import built_backends
+    from tests.support.jaeger import poll, running_jaeger
+
+    store, workdir = tmp_path / "store", tmp_path / "jaeger"
+    workdir.mkdir()
+    with running_jaeger(built_backends().jaeger, workdir) as jaeger:
+        sink = OtlpSink(endpoint=jaeger.otlp_http)  # only its address: what arrived is read from Jaeger
+        done, printed = run_app("many", "shutdown", many_runs_script, sink, "http/protobuf", store, RUNS=str(RUNS))
+        stored = stored_spans(store)
+        failed = {run.trace_id for run in Store(store).runs(limit=None) if run.stop_kind == "error"}
+        assert len(failed) == RUNS // EVERY
+
+        def found() -> dict[str, set[str]]:
+            answer = jaeger.get("/api/traces", {"service": "kept-many", "limit": "1000", "lookback": "1h"}) or {}
+            return {t["traceID"]: {s["spanID"] for s in t["spans"]} for t in answer.get("data") or []}
+
+        # Jaeger stores what it was sent a moment after it answered: its query is polled, not the app
+        in_jaeger = poll(found, lambda traces: failed <= set(traces), within_s=60)
+    assert failed <= set(in_jaeger), f"{len(failed - set(in_jaeger))} of {len(failed)} failing runs missing"
+    assert all(in_jaeger[t] == stored[t] for t in in_jaeger), "each run that arrived is whole"
+    assert printed is not None
+    (otlp,) = [a for a in printed["accounts"] if a["destination"].startswith("OTLPSpanExporter")]
+    assert otlp["delivered"] == sum(len(spans) for spans in in_jaeger.values())
+    assert otlp["ended"] == otlp["delivered"] + otlp["sampled_out"] and "not delivered" not in done.stderr
