@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from otel_agents._internal.config.params import environment
 from otel_agents._internal.config.settings import ConfigError, store_dir
 from otel_agents._version import __version__
 
@@ -76,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _store_dir(argument: str | None) -> Path:
     """`--store`, else OTEL_AGENTS_STORE, else the user data directory's store."""
-    return store_dir(argument)
+    return store_dir(argument, environment(strict=True))  # the CLI refuses a bad variable (exit 2)
 
 
 def _existing_store(argument: str | None) -> Store:
@@ -190,7 +191,9 @@ def _export(args: argparse.Namespace) -> int:
         except RunNotFound as error:  # a store that cannot be read is a failure at run time
             raise UsageError(str(error)) from None
         spans = store.spans(run.trace_id)
-    settings = resolve_settings(endpoint=args.endpoint, protocol=args.protocol, store=False)
+    settings = resolve_settings(
+        endpoint=args.endpoint, protocol=args.protocol, store=False, environ=environment(strict=True)
+    )
     if settings.traces.endpoint is None:
         raise UsageError("no OTLP endpoint: pass --endpoint URL or set OTEL_EXPORTER_OTLP_ENDPOINT")
     logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)  # one line of ours instead
