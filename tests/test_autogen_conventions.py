@@ -168,6 +168,23 @@ def test_where_autogen_takes_the_global_provider() -> None:
     assert getattr(genai, ag.GENAI_TRACE_MODULE_NAME).__name__ == trace.__name__
 
 
+@pins("RUNTIME_TRACING_OFF")
+def test_autogens_own_switch_turns_a_runtimes_tracing_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import NoOpTracerProvider
+
+    tracing = importlib.import_module(ag.RUNTIME_TRACING_MODULE)
+    from autogen_core._telemetry._tracing_config import MessageRuntimeTracingConfig
+
+    name, value = ag.RUNTIME_TRACING_OFF
+    monkeypatch.setenv(name, value)
+    helper = tracing.TraceHelper(TracerProvider(), MessageRuntimeTracingConfig("SingleThreadedAgentRuntime"))
+    assert isinstance(helper.tracer_provider, NoOpTracerProvider), "even with a provider given"
+    monkeypatch.delenv(name)
+    helper = tracing.TraceHelper(TracerProvider(), MessageRuntimeTracingConfig("SingleThreadedAgentRuntime"))
+    assert not isinstance(helper.tracer_provider, NoOpTracerProvider)
+
+
 @pins("TEAM_CLASS", "AGENT_CLASS", "INSTRUMENTED_PACKAGES")
 def test_where_runs_start() -> None:
     from importlib.metadata import version

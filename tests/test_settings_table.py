@@ -4,6 +4,7 @@ environment."""
 from __future__ import annotations
 
 import ast
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -11,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_agents
 from otel_agents._internal.config import params
 from otel_agents._internal.config.params import PARAMS, VARIABLES, Param
+from tests.support.teams import writers_room
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = Path(otel_agents.__file__).resolve().parent
@@ -133,11 +136,36 @@ def test_every_entry_says_what_it_takes() -> None:
 
 
 @pytest.mark.parametrize("variable", sorted(VARIABLES - FREE_TEXT))
-def test_every_variable_is_validated_at_configure(monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+async def test_every_variable_is_validated_at_configure(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, variable: str
+) -> None:
+    """Changed 2026-12-04 (CHANGELOG): a bad variable of ours (`OTEL_AGENTS_*`) is no longer refused
+    by `configure()`. As the OpenTelemetry specification asks of environment variables, it is one
+    warning naming the variable, the value and the default used, and the run is traced; the CLI's
+    strict read refuses it as `configure()` did. A standard one, which the SDK reads too, is refused
+    as before."""
     monkeypatch.setenv(variable, "not valid!")
+    if not variable.startswith("OTEL_AGENTS_"):
+        with pytest.raises(otel_agents.ConfigError) as raised:
+            otel_agents.configure(set_global=False, store=False).shutdown()
+        assert variable in str(raised.value)
+        return
     with pytest.raises(otel_agents.ConfigError) as raised:
-        otel_agents.configure(set_global=False, store=False).shutdown()
+        strict = params.environment(strict=True)
+        for param in PARAMS:
+            param.from_environ(strict)
     assert variable in str(raised.value)
+    exporter = InMemorySpanExporter()
+    caplog.set_level(logging.WARNING)
+    telemetry = otel_agents.configure(set_global=False, store=False, span_exporter=exporter)
+    ours = [r.getMessage() for r in caplog.records if variable in r.getMessage()]
+    assert len(ours) == 1, ours
+    assert (" is ignored: the default is used" in ours[0]) or (" is ignored: it is treated as unset" in ours[0])
+    assert "'not valid!'" in ours[0]
+    await writers_room(max_messages=2).run(task="go")
+    assert telemetry.force_flush()
+    assert [s.name for s in exporter.get_finished_spans() if s.parent is None] == ["invoke_workflow writers-room"]
+    telemetry.shutdown()
 
 
 def test_the_snapshot_holds_the_table_variables_only(monkeypatch: pytest.MonkeyPatch) -> None:

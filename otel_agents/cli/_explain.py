@@ -86,6 +86,7 @@ def run(args: argparse.Namespace, existing_store: Callable[[str | None], Store])
 
     thresholds = _thresholds(args)
     chosen = args.run_in_trace
+    store: Store | None = None
     if args.jaeger is not None:
         if args.run is None:
             raise ExplainError("--jaeger URL needs the trace id: otel-agents explain TRACE_ID --jaeger URL")
@@ -100,12 +101,13 @@ def run(args: argparse.Namespace, existing_store: Callable[[str | None], Store])
                 "name a run: otel-agents explain RUN (a run id from `otel-agents runs`, or a trace id), "
                 "or read a trace with --jaeger URL or --file FILE"
             )
-        read = readers.read_store(existing_store(args.store), args.run)
+        store = existing_store(args.store)
+        read = readers.read_store(store, args.run)
         if chosen is not None:
             read = replace(read, run=chosen)
     explanation = explain_spans(read.spans, read.run, thresholds, where=read.where)
-    if args.jaeger is None and args.file is None and explanation.run.run_id is not None:
-        explanation = _with_stored_outcomes(explanation, existing_store(args.store))
+    if store is not None and explanation.run.run_id is not None:
+        explanation = _with_stored_outcomes(explanation, store)
     if args.json:
         print(json.dumps(explanation.to_dict(), indent=2))
     else:

@@ -89,7 +89,7 @@ def _existing_store(argument: str | None) -> Store:
         raise UsageError(f"no store at {directory}: the directory does not exist")
     if not directory.is_dir():
         raise UsageError(f"no store at {directory}: not a directory")
-    return Store(directory)
+    return Store(directory, notice=lambda text: print(f"otel-agents: note: {text}", file=sys.stderr))
 
 
 def _runs(args: argparse.Namespace) -> int:

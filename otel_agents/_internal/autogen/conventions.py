@@ -52,6 +52,10 @@ GENAI_TRACE_MODULE_NAME: Final = "trace"
 """`_genai` calls `trace.get_tracer("autogen-core")` on its module-level `trace` (`opentelemetry.trace`)
 when no tracer is given: the placement hook puts a view of that module there whose `get_tracer`
 places spans in their run."""
+RUNTIME_TRACING_OFF: Final = ("AUTOGEN_DISABLE_RUNTIME_TRACING", "true")
+"""AutoGen's own switch: `TraceHelper` (every runtime's tracer) records nothing when this variable
+says `true` as the runtime is made. Set where otel-agents could not start, so that AutoGen's
+runtime spans, which carry each message's JSON, do not go out through the global provider."""
 RUNTIME_TRACING_MODULE: Final = "autogen_core._telemetry._tracing"
 RUNTIME_DEFAULT_PROVIDER: Final = "get_tracer_provider"
 """`TraceHelper.__init__` (every runtime, SingleThreaded and gRPC) takes `tracer_provider or

@@ -9,6 +9,7 @@ its original functions.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection
 from typing import Any
 
@@ -17,8 +18,11 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from otel_agents._internal import process_state, sigterm
 from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.autogen import patches, wrapping
+from otel_agents._internal.config.params import set_variable
 from otel_agents._internal.export.global_store import store_into_global_provider
 from otel_agents._internal.telemetry import adopt, configured
+
+logger = logging.getLogger(__name__)
 
 
 class AutoGenInstrumentor(BaseInstrumentor):  # type: ignore[misc]
@@ -37,16 +41,19 @@ class AutoGenInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return ag.INSTRUMENTED_PACKAGES
 
     def _instrument(self, **kwargs: Any) -> None:
-        tracer_provider = kwargs.get("tracer_provider")
-        meter_provider = kwargs.get("meter_provider")
-        if tracer_provider is not None or meter_provider is not None:
-            adopt(tracer_provider, meter_provider)
-        elif not configured():
-            store_into_global_provider()  # under `opentelemetry-instrument`, when OTEL_AGENTS_STORE asks
-        patches.install()
-        wrapping.trace_every_run(True)
-        patches.install_grpc_when_imported()
-        sigterm.install()  # under the distro too: a SIGTERM exports what its provider holds
+        try:
+            tracer_provider = kwargs.get("tracer_provider")
+            meter_provider = kwargs.get("meter_provider")
+            if tracer_provider is not None or meter_provider is not None:
+                adopt(tracer_provider, meter_provider)
+            elif not configured():
+                store_into_global_provider()  # under `opentelemetry-instrument`, when OTEL_AGENTS_STORE asks
+            patches.install()
+            wrapping.trace_every_run(True)
+            patches.install_grpc_when_imported()
+            sigterm.install()  # under the distro too: a SIGTERM exports what its provider holds
+        except Exception as error:  # never into the app, and never AutoGen's content out instead
+            _tracing_off(error)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         # every original back, whoever put our wrappers there (this, `configure()`, a tap): a later
@@ -54,6 +61,27 @@ class AutoGenInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         wrapping.trace_every_run(False)
         wrapping.restore_all()
         sigterm.uninstall()
+
+
+def _tracing_off(error: Exception) -> None:
+    """otel-agents could not start: AutoGen gets its own functions back, and its runtime tracing,
+    which otel-agents keeps out of AgentChat runs (the runtime's spans carry each message's JSON),
+    is switched off, so that nothing of the app's content leaves through the global provider; one
+    warning says so and why."""
+    try:
+        wrapping.trace_every_run(False)
+        wrapping.restore_all()
+    finally:
+        name, value = ag.RUNTIME_TRACING_OFF
+        set_variable(name, value)
+        logger.warning(
+            "otel-agents: tracing is off: it could not start (%s: %s); AutoGen's own runtime tracing is "
+            "off too (%s=%s), so that no message content leaves through another exporter",
+            type(error).__name__,
+            error,
+            name,
+            value,
+        )
 
 
 def _uninstrument_if_instrumented() -> None:

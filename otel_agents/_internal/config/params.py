@@ -16,6 +16,7 @@ The settings table of docs/configuration.md is checked against `PARAMS` by tests
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -23,14 +24,20 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Generic, Literal, TypeVar
 
+from otel_agents._internal import process_state
 from otel_agents._internal.config import parsers
+from otel_agents._internal.config.errors import ConfigError
 from otel_agents._internal.config.parsers import Number, Protocol, RunParent, RuntimeSpans, StreamUsage
 from otel_agents._internal.genai import keeping
 from otel_agents._internal.genai.content import CONTENT_MODES, ContentMode
 from otel_agents._internal.genai.prices import Price
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
+OURS: Final = "OTEL_AGENTS_"
+"""Our variables: a bad one is a warning at `configure()` (the standard `OTEL_*` ones, which the SDK
+reads too, are refused there)."""
 OTLP: Final = "OTEL_EXPORTER_OTLP"
 """Prefix of the OTLP variables: `{OTLP}_ENDPOINT`, `{OTLP}_TRACES_ENDPOINT`, ..."""
 
@@ -55,6 +62,8 @@ class Param(Generic[T]):
     """The type or allowed values, as the docs say them."""
     sdk_reads: bool = False
     """The OpenTelemetry SDK or its exporters read these variables too; otel-agents validates them."""
+    items: bool = False
+    """A comma list whose bad entries are left out, one warning each, the rest kept (outside `strict`)."""
 
     @property
     def argument_name(self) -> str:
@@ -62,15 +71,59 @@ class Param(Generic[T]):
         return (self.argument or "").rpartition(".")[2]
 
     def lookup(self, environ: Mapping[str, str]) -> tuple[str, T] | None:
-        """(variable, value) of the first variable set; every variable set is validated."""
+        """(variable, value) of the first variable set; every variable set is validated. A value
+        that cannot be used raises `ConfigError` where `environ` is strict (the CLI, a plain
+        mapping); elsewhere (`configure()`, zero code) it is one warning naming the variable, the
+        value and the default used, and the variable counts as unset, as the OpenTelemetry
+        specification asks of environment variables."""
         found: tuple[str, T] | None = None
+        strict = getattr(environ, "strict", True)
         for name in self.variables:
             text = variable_text(environ, name)
-            if text is not None and self.parse is not None:
+            if text is None or self.parse is None:
+                continue
+            try:
                 value = self.parse(name, text)
-                if found is None:
-                    found = (name, value)
+            except ConfigError as error:
+                if strict or not name.startswith(OURS):  # the SDK reads the standard ones itself
+                    raise
+                kept = self._usable_items(name, text) if self.items else None
+                if kept is None:
+                    _warn_once(f"otel-agents: {error}; {name} is ignored: {self._default_text()}")
+                    continue
+                value = kept
+            if found is None:
+                found = (name, value)
         return found
+
+    def _usable_items(self, name: str, text: str) -> T | None:
+        """A comma list's entries that can be used, each other one warned about and left out; None
+        when none can (or the rest together cannot: the caller warns of the whole)."""
+        assert self.parse is not None
+        good, bad = [], []
+        for position, item in enumerate((part.strip() for part in text.split(",")), start=1):
+            try:
+                if not item:
+                    raise ConfigError(f"{name}={text!r}: entry {position} is empty")
+                self.parse(name, item)
+            except ConfigError as error:
+                bad.append(f"otel-agents: {error}; that entry is left out, the rest kept")
+                continue
+            good.append(item)
+        try:
+            value = self.parse(name, ",".join(good)) if good else None
+        except ConfigError:
+            return None
+        if value is not None:
+            for warning in bad:
+                _warn_once(warning)
+        return value
+
+    def _default_text(self) -> str:
+        if self.default is None:
+            return "it is treated as unset"
+        default = self.default if isinstance(self.default, (str, int, float)) else str(self.default)
+        return f"the default is used ({default!r})"
 
     def from_environ(self, environ: Mapping[str, str]) -> T | None:
         """The value of the first variable set, else None; every variable set is validated."""
@@ -418,6 +471,7 @@ KEEP_RUNS: Final = Param[Any](
     variables=("OTEL_AGENTS_KEEP_RUNS",),
     parse=parsers.keep_runs,
     check=parsers.keep_runs_argument,
+    items=True,
     default=keeping.DEFAULT_KEEP_RUNS,
     kind="a comma list of error, loop, cancelled, unknown_usage, cost>USD, duration>SECONDS, tokens>N "
     "(set and empty: no rule); the argument also takes a callable of an otel_agents.RunSummary",
@@ -451,6 +505,7 @@ METRIC_ATTRIBUTES: Final = Param[tuple[str, ...]](
     setting="metric labels from run attributes",
     variables=("OTEL_AGENTS_METRIC_ATTRIBUTES",),
     parse=parsers.metric_attributes,
+    items=True,
     kind=f"comma list of at most {parsers.MAX_METRIC_ATTRIBUTES} keys given to run_attributes(attributes=...), e.g. "
     "tenant; each becomes a label of the run metrics (keys: letters, digits, _ . -; gen_ai.*, otel_agents.*, "
     "exported_*, le, quantile, job, instance reserved); unset: no such labels",
@@ -523,10 +578,39 @@ PARAMS: Final[tuple[Param[Any], ...]] = (
 VARIABLES: Final = frozenset(name for param in PARAMS for name in param.variables)
 
 
-def environment(names: Iterable[str] | None = None) -> Mapping[str, str]:
+class Environment(dict[str, str]):
+    """A snapshot of variables. `strict`: a value that cannot be used raises `ConfigError` (the
+    CLI); else it is warned about once and treated as unset (`configure()`, zero code)."""
+
+    def __init__(self, values: Mapping[str, str], *, strict: bool) -> None:
+        super().__init__(values)
+        self.strict = strict
+
+
+def environment(names: Iterable[str] | None = None, *, strict: bool = False) -> Environment:
     """A snapshot of the table's variables (or of `names`, variables that are not settings of ours
     but change what a dependency does) as the process has them now.
 
     The one place otel-agents reads `os.environ`; each `configure()` takes one and hands it down.
     """
-    return {name: os.environ[name] for name in (VARIABLES if names is None else names) if name in os.environ}
+    chosen = VARIABLES if names is None else names
+    return Environment({name: os.environ[name] for name in chosen if name in os.environ}, strict=strict)
+
+
+def set_variable(name: str, value: str) -> None:
+    """Set a variable another library reads (`os.environ`, for the processes this one starts too)."""
+    os.environ[name] = value
+
+
+_warned: set[str] = set()
+"""The warnings about variables given once each (a process resolves its settings more than once),
+at most `_WARNINGS_KEPT`."""
+_WARNINGS_KEPT: Final = 256
+process_state.hold(__name__, "_warned", bound="256 warnings", size=lambda: len(_warned), forget=_warned.clear)
+
+
+def _warn_once(text: str) -> None:
+    if text not in _warned:
+        if len(_warned) < _WARNINGS_KEPT:
+            _warned.add(text)
+        logger.warning(text)

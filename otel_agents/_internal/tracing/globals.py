@@ -16,7 +16,7 @@ from opentelemetry import metrics, trace
 
 from otel_agents._internal import process_state
 from otel_agents._internal.config.loop_limits import LoopLimits
-from otel_agents._internal.config.settings import RuntimeSpans, Settings, resolve_settings
+from otel_agents._internal.config.settings import RuntimeSpans, Settings, load_prices, resolve_settings
 from otel_agents._internal.genai.loops import ResolvedLimits
 from otel_agents._internal.genai.metrics import SpanLosses
 from otel_agents._internal.genai.prices import PriceTable
@@ -172,7 +172,8 @@ def current(telemetry: object | None) -> Recording:
     view = _view
     if view is None or (view.sdk_tracer_provider, view.meter_provider) != providers:
         # built once per pair of global providers: model calls ask for it on every call
-        view = _view = new_recording(resolve_settings(), *providers)
+        # (OTEL_AGENTS_PRICES too: under `opentelemetry-instrument` it was never read)
+        view = _view = new_recording(resolve_settings(), *providers, load_prices(None))
     return view
 
 

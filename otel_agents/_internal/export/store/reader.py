@@ -1,14 +1,21 @@
 """Reading the store back (the CLI): runs, their model calls and their traces. Spans keep their
 original trace and span ids and timestamps, so `otel-agents export` can replay them to any OTLP
-endpoint later."""
+endpoint later.
+
+A store this process cannot write (a read-only mount, another user's files) is read all the same:
+read-only, else as an immutable file, which skips the runs still in its write-ahead log; `Store`
+says so once through its `notice`."""
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Final
 
 from otel_agents._internal import keys as sc
 from otel_agents._internal.export.store.schema import (
@@ -16,9 +23,19 @@ from otel_agents._internal.export.store.schema import (
     StoreDamaged,
     StoreError,
     StoreFile,
+    cannot_write,
     is_damage,
     stored_text,
 )
+
+_READ_WRITE, _READ_ONLY, _IMMUTABLE = range(3)
+"""How a store is opened to read, in the order tried: as a writer opens it (migrating an older
+one), read-only (`mode=ro`), then as an immutable file (`immutable=1`: no `-shm` file needed)."""
+MAY_MISS_NEWEST: Final = (
+    "the store at {path} cannot be written by you (a read-only mount, or another user's files), so it "
+    "was read from its database file alone, without its write-ahead log: the view may miss the newest runs"
+)
+"""The notice of a store read as an immutable file."""
 
 
 class RunNotFound(StoreError):
@@ -124,20 +141,63 @@ def _number(value: Any) -> int:
 
 
 class Store(StoreFile):
-    """The store directory: read runs and traces back."""
+    """The store directory: read runs and traces back. `notice` is told, once, when the store can
+    only be read as an immutable file (`MAY_MISS_NEWEST`)."""
+
+    def __init__(self, directory: Path | str, *, notice: Callable[[str], None] | None = None) -> None:
+        super().__init__(directory)
+        self._notice = notice
+        self._opened_as = _READ_WRITE
+        self._noticed = False
+
+    def _open(self, how: int) -> AbstractContextManager[sqlite3.Connection]:
+        return (
+            self._connect(create=False) if how == _READ_WRITE else self._connect_read_only(immutable=how == _IMMUTABLE)
+        )
+
+    def _rows(self, query: str, parameters: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """The rows, read the first way that works, from the last one that did."""
+        while True:
+            try:
+                with self._open(self._opened_as) as connection:
+                    rows = list(connection.execute(query, parameters))
+            except sqlite3.OperationalError as error:
+                if self._opened_as == _IMMUTABLE or not cannot_write(error):
+                    raise
+                self._opened_as += 1
+                continue
+            if self._opened_as == _IMMUTABLE and not self._noticed:
+                self._noticed = True
+                if self._notice is not None:
+                    self._notice(MAY_MISS_NEWEST.format(path=self.path))
+            return rows
 
     def _read(self, query: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         try:
-            with self._connect(create=False) as connection:
-                return list(connection.execute(query, parameters))
+            return self._rows(query, parameters)
         except FileNotFoundError:
             return []
+        except PermissionError:  # a directory another user keeps to themselves
+            raise StoreError(
+                f"cannot read the store at {self.path}: its directory is not open to you (its owner can share "
+                f"it: chmod a+rx {self.directory}, and a+r on the file)"
+            ) from None
         except sqlite3.Error as error:
+            if is_damage(error) and self._opened_as == _IMMUTABLE:
+                raise StoreDamaged(
+                    f"cannot read the store at {self.path}: it reads as damaged ({error}); as you cannot write it, "
+                    "it was read without locks, and a write under way looks like this: try again"
+                ) from None
             if is_damage(error):
                 raise StoreDamaged(
                     f"cannot read the store at {self.path}: the file is damaged ({error}); the next traced run "
                     f"that writes to this store moves it aside (as {self.path.name}.damaged-<time>) and starts "
                     f"a fresh store; or move it aside yourself (mv {self.path} {self.path}.damaged)"
+                ) from None
+            if cannot_write(error) and not os.access(self.path, os.R_OK):
+                raise StoreError(
+                    f"cannot read the store at {self.path}: the file is not readable by you (its owner can share "
+                    "it: chmod a+r)"
                 ) from None
             raise StoreError(f"cannot read the store at {self.path}: {error}") from None
 

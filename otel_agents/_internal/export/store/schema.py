@@ -5,6 +5,10 @@ The schema has a version (SQLite's `user_version`, `SCHEMA_VERSION` here). Whoev
 store, a writer or a reader, migrates it in place in one transaction (version 0 to 1: the `runs`
 table gets `user_id`, `session_id` and `conversation_id`, filled from the stored run spans); a store
 of a newer version is refused with `StoreVersionError`, never written or misread.
+
+A store this process cannot write (a read-only mount, another user's files) is read through a
+connection that never writes (`StoreFile._connect_read_only`); an older one is refused there, as it
+cannot be migrated.
 """
 
 from __future__ import annotations
@@ -102,6 +106,26 @@ _DAMAGE_CODES: Final = frozenset({11, 26})
 SQLITE_CORRUPT_INDEX, 779: its low byte is the primary code)."""
 DAMAGED_KEPT: Final = 3
 """Damaged store files kept beside the store (the oldest removed first)."""
+
+
+_CANNOT_WRITE: Final = ("attempt to write a readonly database", "unable to open database file")
+"""What SQLite says when it cannot write the store or a file beside it: a read-only mount, another
+user's files, a directory where its `-shm` file cannot be made."""
+_CANNOT_WRITE_CODES: Final = frozenset({8, 14})
+"""SQLITE_READONLY and SQLITE_CANTOPEN, with their extended codes (SQLITE_READONLY_DIRECTORY, 1544:
+the `-shm` file cannot be made in a directory that cannot be written; its low byte is the primary
+code)."""
+
+
+def cannot_write(error: BaseException) -> bool:
+    """Whether `error` says SQLite cannot write the store or the files beside it (a store that is
+    only locked, or damaged, is not)."""
+    if not isinstance(error, sqlite3.OperationalError):
+        return False
+    code = getattr(error, "sqlite_errorcode", None)
+    return (isinstance(code, int) and code & 0xFF in _CANNOT_WRITE_CODES) or any(
+        text in str(error) for text in _CANNOT_WRITE
+    )
 
 
 def is_damage(error: BaseException) -> bool:
@@ -313,4 +337,28 @@ class StoreFile:
             if create:
                 _use_wal(connection)
             _migrate(connection, self.path)
+            yield connection
+
+    @contextmanager
+    def _connect_read_only(self, *, immutable: bool) -> Iterator[sqlite3.Connection]:
+        """A connection that never writes, for a store this process cannot write. `mode=ro` reads
+        the store as a writer sees it, its write-ahead log (`-wal`) included, where SQLite can open
+        the `-shm` file beside it (or make it). Where it cannot, `immutable=1` reads the database
+        file alone and takes no locks: runs still in the `-wal` file are not seen, and a write under
+        way can make a read fail. A store of an older schema is refused (`StoreError`): it cannot
+        be migrated here."""
+        if not self.path.is_file():
+            raise FileNotFoundError(self.path)
+        uri = f"{self.path.absolute().as_uri()}?mode=ro{'&immutable=1' if immutable else ''}"
+        with closing(sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)) as connection:
+            connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            version = _version(connection)
+            _refuse_newer(version, self.path)
+            if version < SCHEMA_VERSION:
+                raise StoreError(
+                    f"the store at {self.path} has schema version {version}, older than this otel-agents reads "
+                    f"({SCHEMA_VERSION}), and you cannot write it, so it cannot be migrated: run any otel-agents "
+                    "command as a user who can write it, or copy the store directory somewhere you can write "
+                    "and read the copy"
+                )
             yield connection
