@@ -32,6 +32,7 @@ only (`newest_python`: scripts/test.sh runs them in its environment; an older on
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -537,3 +538,22 @@ def test_nothing_is_lost(matrix: Matrix, cell: Cell) -> None:
         dropped = [int(note.split()[1]) for note in outcome.notes if note.startswith("dropped ")]
         if dropped:  # the process ran its exit handlers (not ended by a signal)
             assert dropped == [sum(len(spans) for spans in stored.values())], f"every span counted: {said}"
+
+    # every span accounted for, where the process ran its exit handlers: for each exporter, ended =
+    # delivered + dropped + sampled out, and what the store and Jaeger hold is what was counted
+    accounts = {a["destination"].split()[0]: a for a in map(json.loads, _account_notes(outcome.notes))}
+    for account in accounts.values():
+        lost = account["export_failed"] + account["not_exported"] + account["sampled_out"]
+        assert account["ended"] == account["delivered"] + lost, f"{account}: {said}"
+    if accounts:
+        spans_stored = sum(len(spans) for spans in stored.values())
+        assert accounts["StoreSpanExporter"]["delivered"] == spans_stored, said
+        assert accounts["OTLPSpanExporter"]["ended"] == accounts["StoreSpanExporter"]["ended"], said
+        if cell.backend == "up":
+            assert accounts["OTLPSpanExporter"]["delivered"] == spans_stored, f"all of it to Jaeger: {said}"
+        elif cell.backend in ("down", "500"):
+            assert accounts["OTLPSpanExporter"]["delivered"] == 0, said
+
+
+def _account_notes(notes: list[str]) -> list[str]:
+    return [note.removeprefix("account ") for note in notes if note.startswith("account ")]

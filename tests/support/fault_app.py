@@ -9,7 +9,7 @@ app without `configure()`. What it prints on stdout is the app's own output, com
 untraced app's; what the test needs besides goes to the notes file `FAULT_NOTES`: `running` once
 the run is under way, and, at an exit that runs exit handlers,
 `dropped N` (the spans the pipeline could not deliver, which the metric `otel_agents.spans.dropped`
-reads).
+reads) and `account {...}` (each exporter's `otel_agents.SpanAccount`, as JSON).
 
 `FAULT_OPENAI_URL`: the local server's base URL (the test scripts its replies per ending).
 `FAULT_GATE`: a file the app waits for between its two runs (the `recovering` destination: the
@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import dataclasses
+import json
 import os
 import signal
 import sys
@@ -234,6 +236,8 @@ def dropped_at_exit() -> None:
 
     telemetry = latest()
     note(f"dropped {telemetry.dropped_spans if telemetry is not None else 0}")
+    for account in telemetry.span_accounts() if telemetry is not None else ():
+        note(f"account {json.dumps(dataclasses.asdict(account))}")
 
 
 if __name__ == "__main__":
