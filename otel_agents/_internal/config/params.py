@@ -211,8 +211,9 @@ METRIC_READERS: Final = Param[Iterable[object]](
 TRACES_EXPORTER: Final = Param[tuple[str, ...]](
     setting="exporters",
     variables=("OTEL_TRACES_EXPORTER",),
-    parse=parsers.exporters(("otlp", "console", "none")),
-    kind="comma list of otlp, console, none; unset: otlp when an endpoint is set, else the embedded store",
+    parse=parsers.exporters(("otlp", "console", parsers.STORE_EXPORTER, "none")),
+    kind="comma list of otlp, console, otel_agents_store (the embedded store), none; unset: otlp when an "
+    "endpoint is set, else the embedded store",
 )
 METRICS_EXPORTER: Final = Param[tuple[str, ...]](
     setting="exporters",

@@ -128,6 +128,11 @@ def existing_file(name: str, text: str) -> Path:
     return Path(text)
 
 
+STORE_EXPORTER: Final = "otel_agents_store"
+"""The embedded store's name as a traces exporter (`OTEL_TRACES_EXPORTER=otel_agents_store`, the
+`opentelemetry_traces_exporter` entry point): `store` in the settings."""
+
+
 def exporters(allowed: tuple[str, ...]) -> Callable[[str, str], tuple[str, ...]]:
     def parse(name: str, text: str) -> tuple[str, ...]:
         names = tuple(part.strip().lower() for part in text.split(",") if part.strip())
@@ -136,7 +141,7 @@ def exporters(allowed: tuple[str, ...]) -> Callable[[str, str], tuple[str, ...]]
                 raise ConfigError(f"{name}={text!r}: {exporter!r} is not one of {', '.join(allowed)}")
         if "none" in names and len(names) > 1:
             raise ConfigError(f"{name}={text!r}: 'none' cannot be combined with other exporters")
-        return names
+        return tuple("store" if exporter == STORE_EXPORTER else exporter for exporter in names)
 
     return parse
 

@@ -329,10 +329,12 @@ def resolve_settings(
     traces_env = TRACES_EXPORTER.from_environ(env)
     metrics_env = METRICS_EXPORTER.from_environ(env)
     traces_exporters: list[str] = []
+    store_by_name = False  # OTEL_TRACES_EXPORTER=otel_agents_store
     if not span_exporter_given:
         chosen = traces_env if traces_env is not None else (("otlp",) if traces.endpoint else ())
-        traces_exporters = [e for e in chosen if e != "none"]
-    wanted = store_explicit or (not span_exporter_given and not traces_exporters)
+        store_by_name = "store" in chosen
+        traces_exporters = [e for e in chosen if e not in ("none", "store")]
+    wanted = store_explicit or store_by_name or (not span_exporter_given and not traces_exporters)
     # OTEL_TRACES_EXPORTER=none turns the store off too, unless the argument asks for it (arguments win)
     switched_off = traces_env == ("none",) and (store is None or store is False)
     if store_at is not None and not switched_off and wanted:

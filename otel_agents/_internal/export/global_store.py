@@ -34,8 +34,8 @@ def store_into_global_provider() -> None:
     from otel_agents._internal.export.store.writer import StoreSpanExporter
 
     settings = resolve_settings(environ=env)
-    if settings.store_dir is None:
-        return
+    if settings.store_dir is None or "store" in (params.TRACES_EXPORTER.from_environ(env) or ()):
+        return  # (the distro writes the store itself: OTEL_TRACES_EXPORTER=otel_agents_store)
     exporter = StoreSpanExporter(settings.store_dir, max_bytes=settings.store_max_bytes)
     add(pipeline.make_processor(exporter, settings, Health()))
     _stores_added.setdefault(provider, lambda: True)
