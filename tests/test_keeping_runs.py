@@ -298,3 +298,16 @@ async def test_the_run_counter_counts_every_run_with_exemplars_of_kept_runs_only
     assert sum(point.value for point in points) == 3, "every run counted"
     exemplar_traces = {e.trace_id for point in points for e in point.exemplars if e.trace_id}
     assert exemplar_traces <= {kept.context.trace_id}
+
+
+async def test_sampling_with_no_exporter_says_once_that_only_exporters_sample(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    otel_agents.configure(store=tmp_path, sample_runs=0.1)
+    for _ in range(2):
+        await writers_room(max_messages=3).run(task="go")
+    said = [r.getMessage() for r in caplog.records if "OTEL_AGENTS_SAMPLE_RUNS" in r.getMessage()]
+    assert len(said) == 1 and "only exporters sample, and this pipeline has none" in said[0], said
+    assert not [text for text in said if "did not set up" in text], "nothing false"
+    assert len(Store(tmp_path).runs()) == 2, "the store keeps every run"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -13,10 +14,11 @@ from otel_agents._internal import sigterm
 from otel_agents._internal.autogen import patches
 from otel_agents._internal.config import params
 from otel_agents._internal.config.loop_limits import LoopLimits
-from otel_agents._internal.config.settings import ConfigError, Settings, load_prices, resolve_settings
+from otel_agents._internal.config.settings import ConfigError, Sampling, Settings, load_prices, resolve_settings
 from otel_agents._internal.export.exit_thread import EXIT_THREAD
 from otel_agents._internal.genai.keeping import RunSummary
 from otel_agents._internal.genai.prices import PriceTable
+from otel_agents._internal.run.keep import nothing_to_sample
 from otel_agents._internal.telemetry import Telemetry, activate
 
 logger = logging.getLogger(__name__)
@@ -90,6 +92,10 @@ def configure(
         outcome=outcome,
         environ=env,
     )
+    if settings.sampling.on and span_exporter is None and set(settings.traces_exporters) <= {"store"}:
+        # only exporters sample, and there is none: said once, and nothing waits for a decision
+        nothing_to_sample(settings.sampling.ratio)
+        settings = dataclasses.replace(settings, sampling=Sampling())
     if span_exporter is not None:
         params.SPAN_EXPORTER.checked(span_exporter)
     if metric_readers is not None:

@@ -51,6 +51,15 @@ def not_applied(ratio: float) -> None:
     )
 
 
+def nothing_to_sample(ratio: float) -> None:
+    """Runs are sampled for exporters, and the pipeline has none (the embedded store keeps every
+    run): said once, at `configure()`."""
+    _warn_once(
+        f"otel-agents: OTEL_AGENTS_SAMPLE_RUNS={ratio:g} (sample_runs) has nothing to sample: only exporters "
+        "sample, and this pipeline has none (the embedded store keeps every run)"
+    )
+
+
 def _warn_once(text: str) -> None:
     if text not in _warned and len(_warned) < 64:
         _warned.add(text)
