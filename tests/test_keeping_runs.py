@@ -304,9 +304,10 @@ async def test_sampling_with_no_exporter_says_once_that_only_exporters_sample(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING)
-    otel_agents.configure(store=tmp_path, sample_runs=0.1)
+    telemetry = otel_agents.configure(store=tmp_path, sample_runs=0.1)
     for _ in range(2):
         await writers_room(max_messages=3).run(task="go")
+    assert telemetry.force_flush()
     said = [r.getMessage() for r in caplog.records if "OTEL_AGENTS_SAMPLE_RUNS" in r.getMessage()]
     assert len(said) == 1 and "only exporters sample, and this pipeline has none" in said[0], said
     assert not [text for text in said if "did not set up" in text], "nothing false"
