@@ -334,3 +334,27 @@ def test_every_failing_run_of_three_hundred_arrives_in_the_built_jaeger(
     (otlp,) = [a for a in printed["accounts"] if a["destination"].startswith("OTLPSpanExporter")]
     assert otlp["delivered"] == sum(len(spans) for spans in in_jaeger.values())
     assert otlp["ended"] == otlp["delivered"] + otlp["sampled_out"] and "not delivered" not in done.stderr
+
+
+async def test_the_span_counters_say_what_the_accounts_say() -> None:
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from tests.support.metrics import points
+
+    reader = InMemoryMetricReader()
+    exported = SlowBatches()
+    telemetry = otel_agents.configure(
+        span_exporter=exported, store=False, metric_readers=[reader], sample_runs=0, keep_runs="tokens>60"
+    )
+    await writers_room(max_messages=3, name="left-out").run(task="go")
+    await writers_room(max_messages=7, name="kept").run(task="go")
+    assert telemetry.force_flush()
+    (account,) = telemetry.span_accounts()
+    data = reader.get_metrics_data()
+    (sampled_out,) = [p.value for p in points(data, "otel_agents.spans.sampled_out")]
+    dropped = {p.attributes["otel_agents.drop.reason"]: p.value for p in points(data, "otel_agents.spans.dropped")}
+    assert sampled_out == account.sampled_out > 0, "the left-out run's spans"
+    assert dropped == {"export_failed": 0, "not_exported": 0}
+    assert account.delivered == len(exported.spans) and account.under_way == 0
+    assert account.ended == account.delivered + account.sampled_out
+    telemetry.shutdown()
