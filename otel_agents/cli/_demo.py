@@ -4,12 +4,15 @@ Scripted model replies (no network, no API key) that report a priced model name 
 the writer calls one tool. Two users run it (`run_attributes(user_id=...)`): ana asks for a blurb
 (four model calls and a tool call), ben for a tagline (two calls), so `otel-agents cost --by user`
 has something to show. Each run streams live like AutoGen's Console, with a status line of
-messages, tokens and cost so far.
+messages, tokens and cost so far. Ctrl-C stops the run under way before its next model call (the
+scripted model honours the cancellation token, as a real client does); the run is stored as
+`cancelled` with the calls it made, and the next user's run does not start.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 from collections.abc import Sequence
@@ -32,7 +35,12 @@ def _scripted_client(replies: Sequence[Any]) -> Any:
         model = DEMO_MODEL
 
         async def create(self, *args: Any, **kwargs: Any) -> Any:
-            await asyncio.sleep(CALL_SECONDS)
+            # as a real client does, a cancelled token ends the call at once (and refuses the next)
+            wait = asyncio.ensure_future(asyncio.sleep(CALL_SECONDS))
+            token = kwargs.get("cancellation_token")
+            if token is not None:
+                token.link_future(wait)
+            await wait
             return await super().create(*args, **kwargs)
 
     info: ModelInfo = {
@@ -113,6 +121,14 @@ class _NotTheReplayTokenCount(logging.Filter):
 _NOT_THE_REPLAY_TOKEN_COUNT: Final = _NotTheReplayTokenCount()
 
 
+class _NotACancelledHandler(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+
+
+_NOT_A_CANCELLED_HANDLER: Final = _NotACancelledHandler()
+
+
 TASKS = MappingProxyType(
     {
         "ana": "Write a two-line blurb about tracing agent teams.",
@@ -123,10 +139,12 @@ TASKS = MappingProxyType(
 
 async def run_demo(out: TextIO = sys.stdout) -> list[str]:
     """Run the demo team for each demo user in turn; print the runs live; return their run ids."""
-    # the replay client warns about its own token counting; not the demo's point
-    from autogen_core import EVENT_LOGGER_NAME
+    from autogen_core import EVENT_LOGGER_NAME, ROOT_LOGGER_NAME
 
-    logging.getLogger(EVENT_LOGGER_NAME).addFilter(_NOT_THE_REPLAY_TOKEN_COUNT)  # once, however often called
+    # once each, however often called: the replay client warns about its own token counting (not
+    # the demo's point), and AutoGen's runtime logs a traceback for each handler a Ctrl-C cancels
+    logging.getLogger(EVENT_LOGGER_NAME).addFilter(_NOT_THE_REPLAY_TOKEN_COUNT)
+    logging.getLogger(ROOT_LOGGER_NAME).addFilter(_NOT_A_CANCELLED_HANDLER)
     from otel_agents._internal.run.attribution import run_attributes
 
     run_ids: list[str] = []
@@ -138,14 +156,34 @@ async def run_demo(out: TextIO = sys.stdout) -> list[str]:
 
 
 async def _run_one(team: Any, task: str, out: TextIO) -> str:
-    from otel_agents._internal.autogen.tap import tap
+    from autogen_core import CancellationToken
+
+    from otel_agents._internal.autogen.tap import run_stream
+
+    token = CancellationToken()
+    stream = run_stream(team, task=task, cancellation_token=token)
+    following = asyncio.ensure_future(_follow(stream, out))
+    try:
+        # Shielded, so that a Ctrl-C (asyncio.run cancels this task) lands here, not in AutoGen's
+        # stream: there its cleanup would wait for the team to finish every turn. Here the team's
+        # token is cancelled first, which ends the model call under way and refuses the next.
+        return await asyncio.shield(following)
+    except asyncio.CancelledError:
+        token.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await following  # the run ends (stop kind cancelled) with the calls made so far
+        print("---------- stopped: cancelled ----------", file=out, flush=True)
+        raise
+
+
+async def _follow(stream: Any, out: TextIO) -> str:
+    """Print the run's items as they come, with a status line; return its run id."""
     from otel_agents._internal.tracing.globals import current
 
     recording = current(None)
     messages = tokens_in = tokens_out = 0
     cost = 0.0
     result: Any = None
-    stream = tap(team.run_stream(task=task))  # the run is traced already when AutoGen is instrumented
     async for item in stream:
         if type(item).__name__ == ag.TASK_RESULT_CLASS:
             result = item
@@ -159,7 +197,7 @@ async def _run_one(team: Any, task: str, out: TextIO) -> str:
         print(f"---------- {type(item).__name__} ({item.source}) ----------", file=out)
         print(_content(item), file=out)
         print(f"[{messages} messages · {tokens_in:,} in / {tokens_out:,} out tokens · ${cost:.6f}]", file=out)
-    out.flush()
+        out.flush()  # live through a pipe too (`otel-agents demo | tee demo.txt`)
     stop = result.stop_reason if result is not None else None
     print(f"---------- stopped: {stop} ----------", file=out)
     run_id = getattr(stream.recorder, "run_id", None)
