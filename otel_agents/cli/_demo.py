@@ -66,6 +66,12 @@ def _result(content: Any, prompt_tokens: int, completion_tokens: int) -> Any:
 
 DEMO_USERS = ("ana", "ben")
 
+WRITER_LINES: Final = (
+    "Tracing agent teams: one run, one trace. Every turn, tool call and token in one tree.",
+    "Tracing agent teams: one run, one trace, priced per call. Loops are caught early.",
+)
+CRITIC_LINES: Final = ("Good start. Say what it costs and what happens when a team loops.", "APPROVE")
+
 
 def build_team(user: str = "ana") -> Any:
     from autogen_agentchat.agents import AssistantAgent
@@ -84,13 +90,10 @@ def build_team(user: str = "ana") -> Any:
                 412,
                 18,
             ),
-            _result("Tracing agent teams: one run, one trace. Every turn, tool call and token in one tree.", 655, 36),
-            _result("Tracing agent teams: one run, one trace, priced per call. Loops are caught early.", 921, 31),
+            _result(WRITER_LINES[0], 655, 36),
+            _result(WRITER_LINES[1], 921, 31),
         ]
-        critic_replies = [
-            _result("Good start. Say what it costs and what happens when a team loops.", 702, 24),
-            _result("APPROVE", 980, 3),
-        ]
+        critic_replies = [_result(CRITIC_LINES[0], 702, 24), _result(CRITIC_LINES[1], 980, 3)]
     else:
         writer_replies = [_result("Every agent run, one trace: who ran it, what it cost.", 388, 14)]
         critic_replies = [_result("APPROVE", 430, 3)]
