@@ -29,7 +29,6 @@ async def main() -> None:
     writer = AssistantAgent("writer", model_client=model, system_message="Write one short line.")
     critic = AssistantAgent("critic", model_client=model, system_message="Improve the line in a few words.")
     team = RoundRobinGroupChat([writer, critic], termination_condition=MaxMessageTermination(3), name="writers-room")
-
     result = await team.run(task="A line about tracing agent teams.")
     print(result.messages[-1].to_text())
     print("stopped:", result.stop_reason)
