@@ -68,7 +68,10 @@ def parse_since(text: str) -> int:
 
 
 def micro(cost_usd: float) -> int:
-    return round(cost_usd * 1_000_000)
+    """A cost in whole micro-dollars, rounded once (genai/prices.micro_usd)."""
+    from otel_agents._internal.genai.prices import micro_usd
+
+    return micro_usd(cost_usd)
 
 
 def utc_day(ns: int) -> str:

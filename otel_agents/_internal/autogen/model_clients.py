@@ -34,6 +34,7 @@ from otel_agents._internal.genai.content import ContentPolicy
 from otel_agents._internal.genai.content import input_messages as content_input_messages
 from otel_agents._internal.genai.content import output_messages as content_output_messages
 from otel_agents._internal.genai.inference import Inference, others_stand_down
+from otel_agents._internal.genai.prices import to_nano
 from otel_agents._internal.recording import Recording
 from otel_agents._internal.run.follow import RunStream
 from otel_agents._internal.tracing.globals import current
@@ -163,6 +164,8 @@ class ModelCall:
             cost = self._telemetry.prices.cost(priced_model, input_tokens, output_tokens, self.cached_input_tokens or 0)
             if cost is None:
                 _unpriced(self._telemetry, priced_model, input_tokens + output_tokens)
+            else:  # to the nano-dollar: its attribute, its run's total and the metric carry no float noise
+                cost = to_nano(cost)
             if run is not None:
                 run.add_call(
                     agent=self.agent,

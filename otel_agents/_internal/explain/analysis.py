@@ -41,6 +41,7 @@ from otel_agents._internal.explain.model import (
 )
 from otel_agents._internal.genai.growth import growth_per_turn
 from otel_agents._internal.genai.prices import micro_shares
+from otel_agents._internal.genai.prices import micro_usd as micro_usd_of
 
 _RUN_OPERATIONS: Final = frozenset({sc.OPERATION_INVOKE_WORKFLOW, sc.OPERATION_INVOKE_AGENT})
 _HEX: Final = re.compile(r"[0-9a-f]+")
@@ -395,7 +396,7 @@ def _facts(selection: _Selection, walk: _Walk, micro: Mapping[int, int | None], 
     elif calls and all_priced is not None:
         micro_usd = all_priced  # its calls' shares: the turns and agents add up to it exactly
     else:
-        micro_usd = round(run_cost * 1_000_000)
+        micro_usd = micro_usd_of(run_cost)
     unknown = _int(attributes.get(sc.USAGE_UNKNOWN_CALLS))
     return RunFacts(
         run_id=run_id_of(root),

@@ -7,7 +7,6 @@ A model with no price gets no cost (never a made-up 0).
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -119,17 +118,43 @@ class PriceTable:
         return price.cost(input_tokens, output_tokens, cached_input_tokens) if price is not None else None
 
 
+NANO_PLACES: Final = 9
+"""A call's cost is carried to the nano-dollar (1e-9 USD): no float noise in its attribute, and the
+exact sum of a run's calls is a sum of whole nano-dollars."""
+
+
+def to_nano(cost_usd: float) -> float:
+    """A cost as its attribute carries it: rounded to the nano-dollar (`2.58e-05`, never
+    `2.5799999999999997e-05`)."""
+    return round(cost_usd, NANO_PLACES)
+
+
+def _nanos(cost_usd: float) -> int:
+    return round(cost_usd * 1_000_000_000)
+
+
+def _micro_of_nanos(nanos: int) -> int:
+    """Whole micro-dollars, half up (72.5 is 73)."""
+    micro, rest = divmod(nanos, 1000)
+    return micro + (1 if rest >= 500 else 0)
+
+
+def micro_usd(cost_usd: float) -> int:
+    """A cost in whole micro-dollars: its nano-dollars rounded once, half up."""
+    return _micro_of_nanos(_nanos(cost_usd))
+
+
 def micro_shares(exact_usd: Sequence[float | None]) -> list[int | None]:
-    """Each cost's micro-dollars: the exact sum of the priced ones rounded once, shared by largest
-    remainder (so 72.6 + 119.7 + 119.85 + 148.8 micro-dollars is 461, not 462); None stays None."""
-    priced = [(i, cost * 1_000_000) for i, cost in enumerate(exact_usd) if cost is not None]
+    """Each cost's micro-dollars: the exact sum of the priced ones (in nano-dollars) rounded once,
+    as `micro_usd` rounds, and shared by largest remainder, the earliest first among equal ones (so
+    72.6 + 119.7 + 119.85 + 148.8 micro-dollars is 461, not 462, and 72.6 gets 72); None stays None."""
+    priced = [(i, _nanos(cost)) for i, cost in enumerate(exact_usd) if cost is not None]
     out: list[int | None] = [None] * len(exact_usd)
     if not priced:
         return out
-    exact = [x for _, x in priced]
-    floors = [math.floor(x) for x in exact]
-    left = round(math.fsum(exact)) - sum(floors)
-    largest_first = sorted(range(len(priced)), key=lambda k: (floors[k] - exact[k], k))
+    floors = [nanos // 1000 for _, nanos in priced]
+    left = _micro_of_nanos(sum(nanos for _, nanos in priced)) - sum(floors)
+    largest_first = sorted(range(len(priced)), key=lambda k: (-(priced[k][1] % 1000), k))
     for rank, k in enumerate(largest_first):
         out[priced[k][0]] = floors[k] + (1 if rank < left else 0)
     return out

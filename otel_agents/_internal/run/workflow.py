@@ -23,6 +23,7 @@ from otel_agents._internal.genai.fingerprints import text_fingerprint
 from otel_agents._internal.genai.growth import growth_per_turn
 from otel_agents._internal.genai.keeping import RunSummary
 from otel_agents._internal.genai.outcomes import Outcome
+from otel_agents._internal.genai.prices import to_nano
 from otel_agents._internal.per_provider import PerProvider
 from otel_agents._internal.run.keep import decide, not_applied
 from otel_agents._internal.run.stop import (
@@ -403,7 +404,7 @@ class WorkflowSpan:
             sc.GEN_AI_USAGE_OUTPUT_TOKENS: totals.output_tokens if from_calls else self.output_tokens,
         }
         if from_calls and totals.cost_usd is not None:
-            attributes[sc.COST_USD] = totals.cost_usd
+            attributes[sc.COST_USD] = to_nano(totals.cost_usd)  # its calls' nano-dollars, summed exactly
         if self.is_root and totals.unknown_calls:
             attributes[sc.USAGE_UNKNOWN_CALLS] = totals.unknown_calls
         if self.is_root:
