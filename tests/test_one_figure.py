@@ -5,9 +5,13 @@ span's context growth is measured in turn order, as `explain` measures it."""
 
 from __future__ import annotations
 
+import json
 import re
+from collections import defaultdict
 from decimal import Decimal
+from pathlib import Path
 
+import pytest
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.conditions import MaxMessageTermination
 from autogen_agentchat.teams import RoundRobinGroupChat
@@ -38,6 +42,57 @@ def ok(*args: str) -> str:
     done = cli(*args)
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+# --- a call reads the same in show, explain and cost ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The offline demo's two runs: gpt-4o-mini calls whose costs are fractions of a micro-dollar
+    (ana's writer's first call is 72.6 micro-dollars; her run's four calls 460.95 in all)."""
+    store = tmp_path_factory.mktemp("demo-store")
+    ok("--store", str(store), "demo")
+    return store
+
+
+def shown_calls(store: Path, run_id: str) -> tuple[int, list[tuple[str, int]], int]:
+    """`show RUN`: the run's cost on its head line, each `chat` line's (agent, cost) in order, and
+    the run span line's cost."""
+    lines = ok("--store", str(store), "show", run_id).splitlines()
+    head = re.search(r", cost (\S+), stopped: ", lines[1])
+    assert head is not None, lines[1]
+    calls = []
+    for line in lines:
+        if re.match(r"^(│   |    )[├└]── chat ", line):
+            found = re.search(r"  (\w+)  [\d,]+ in / [\d,]+ out  (\S+)$", line)
+            assert found is not None, line
+            calls.append((found.group(1), micro_of(found.group(2))))
+    (run_line,) = [line for line in lines if line.startswith("invoke_workflow ")]
+    return micro_of(head.group(1)), calls, micro_of(run_line.split()[-1])
+
+
+def test_a_call_reads_the_same_in_show_explain_and_cost_and_the_calls_add_up_to_the_run(demo_store: Path) -> None:
+    runs = json.loads(ok("--store", str(demo_store), "runs", "--json"))
+    per_agent: dict[str, int] = defaultdict(int)
+    for run in runs:
+        head, calls, run_line = shown_calls(demo_store, run["run_id"])
+        explained = json.loads(ok("--store", str(demo_store), "explain", run["run_id"], "--json"))
+        assert all(turn["calls"] == 1 for turn in explained["turns"]), "one call a turn: a turn's cost is its call's"
+        assert calls == [(t["agent"], micro(t["cost_usd"])) for t in explained["turns"]], (
+            "each call as explain counts it"
+        )
+        assert (
+            sum(c for _, c in calls)
+            == head
+            == run_line
+            == micro(run["cost_usd"])
+            == micro(explained["run"]["cost_usd"])
+        ), "the calls add up to the run, the run reads the same everywhere"
+        for agent, cost in calls:
+            per_agent[agent] += cost
+    by_agent = json.loads(ok("--store", str(demo_store), "cost", "--by", "agent", "--json"))
+    assert {row["key"]: micro(row["cost_usd"]) for row in by_agent} == per_agent, "and as cost counts it"
 
 
 # --- cost attributes carry the call's cost to the nano-dollar ------------------------------------

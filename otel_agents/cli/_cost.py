@@ -178,14 +178,29 @@ def _call_key(call: StoredCall, by: str) -> str | None:
     return call.model if by == "model" else call.agent
 
 
-def _exact_cost(call: StoredCall) -> float | None:
+def exact_cost(cost_usd: float | None, input_tokens: float, output_tokens: float, usage_known: bool) -> float | None:
     """A call's cost in dollars: its own; 0 for a call that failed before any usage (usage known, no
     tokens); None when its model has no price or its usage is unknown."""
-    if call.cost_usd is not None:
-        return call.cost_usd
-    if call.usage_known and not call.input_tokens and not call.output_tokens:
+    if cost_usd is not None:
+        return cost_usd
+    if usage_known and not input_tokens and not output_tokens:
         return 0.0
     return None
+
+
+def _exact_cost(call: StoredCall) -> float | None:
+    return exact_cost(call.cost_usd, call.input_tokens, call.output_tokens, call.usage_known)
+
+
+def run_micro(run_cost_usd: float | None, call_micros: Sequence[int | None]) -> int | None:
+    """A run's cost in micro-dollars, as every command shows it: the sum of its calls' shares when it
+    has traced calls, all priced (the exact sum of their costs rounded once); else its own cost
+    rounded once; None when it has none (a model without a price, a call of unknown usage)."""
+    if run_cost_usd is None:
+        return None
+    if call_micros and all(m is not None for m in call_micros):
+        return sum(m or 0 for m in call_micros)
+    return micro(run_cost_usd)
 
 
 def call_costs(calls: Sequence[StoredCall]) -> list[int | None]:
@@ -232,9 +247,8 @@ def run_usages(runs: Iterable[StoredRun], calls: Sequence[StoredCall]) -> list[U
     for run in runs:
         own = of_run.get(run.run_id, [])
         tokens = run.input_tokens or 0, run.output_tokens or 0
-        if run.cost_usd is not None:
-            all_priced = bool(own) and all(u.micro_usd is not None for u in own)
-            cost = sum(u.micro_usd or 0 for u in own) if all_priced else micro(run.cost_usd)
+        cost = run_micro(run.cost_usd, [u.micro_usd for u in own])
+        if cost is not None:
             out.append(Usage(run.run_id, *tokens, cost))
             continue
         priced = [u for u in own if u.micro_usd is not None]

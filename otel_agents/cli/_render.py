@@ -24,7 +24,7 @@ from rich.tree import Tree
 from otel_agents._internal import keys as sc
 from otel_agents._internal.export.store.reader import StoredOutcome, StoredRun, StoredSpan
 
-from ._cost import CostRow, micro
+from ._cost import CostRow, exact_cost, micro, run_micro
 
 _BAR: Final = 24
 _GUIDE: Final = 4
@@ -57,7 +57,11 @@ def _started(ns: int) -> str:
     return iso_utc(ns)[:19].replace("T", " ")
 
 
-def run_json(run: StoredRun, outcomes: Sequence[StoredOutcome] = ()) -> dict[str, Any]:
+def run_json(run: StoredRun, outcomes: Sequence[StoredOutcome] = (), micro_usd: int | None = None) -> dict[str, Any]:
+    """A run as `runs --json` gives it; `micro_usd`: its cost as its calls add up (default: its own,
+    rounded once)."""
+    if micro_usd is None and run.cost_usd is not None:
+        micro_usd = micro(run.cost_usd)
     return {
         "run_id": run.run_id,
         "trace_id": run.trace_id,
@@ -70,7 +74,7 @@ def run_json(run: StoredRun, outcomes: Sequence[StoredOutcome] = ()) -> dict[str
         "messages": run.messages,
         "input_tokens": run.input_tokens,
         "output_tokens": run.output_tokens,
-        "cost_usd": None if run.cost_usd is None else micro(run.cost_usd) / 1_000_000,  # as `cost` counts it
+        "cost_usd": None if micro_usd is None else micro_usd / 1_000_000,  # as `cost` counts it
         "stop_reason": run.stop_reason,
         "stop_kind": run.stop_kind,
         "unknown_usage_calls": run.unknown_calls or 0,
@@ -82,15 +86,14 @@ UNKNOWN: Final = "?"
 """A cost (or token count) not known: a model call reported no usage (a stream without usage)."""
 
 
-def run_money(run: StoredRun) -> str:
-    """A run's cost: "?" when a call reported no usage, "-" when a model had no price."""
-    return UNKNOWN if run.unknown_calls else money(run.cost_usd)
-
-
-def money(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"${value:.4f}" if value >= 0.01 or value == 0 else f"${value:.6f}"
+def run_money(run: StoredRun, micro_usd: int | None = None) -> str:
+    """A run's cost (`micro_usd`, else its own rounded once), to the micro-dollar as every command
+    shows it: "?" when a call reported no usage, "-" when a model had no price."""
+    if run.unknown_calls:
+        return UNKNOWN
+    if micro_usd is None and run.cost_usd is not None:
+        micro_usd = micro(run.cost_usd)
+    return micro_money(micro_usd)
 
 
 def _short(value: str | None, width: int = 12) -> str:
@@ -166,7 +169,9 @@ def tree_order(spans: Sequence[StoredSpan]) -> list[tuple[int, StoredSpan]]:
     return rows
 
 
-def _details(span: StoredSpan) -> str:
+def _details(span: StoredSpan, costs: Mapping[str, int | None]) -> str:
+    """The span's agent, tokens and cost (`costs`: the micro-dollars shown for the span ids that
+    carry a cost), and its error."""
     attributes = span.attributes
     parts: list[str] = []
     agent = attributes.get(sc.GEN_AI_AGENT_NAME)
@@ -180,9 +185,9 @@ def _details(span: StoredSpan) -> str:
         parts.append(f"{tokens_in or 0:,} in / {tokens_out or 0:,} out")
     elif attributes.get(sc.GEN_AI_OPERATION_NAME) == sc.OPERATION_CHAT and sc.ERROR_TYPE not in attributes:
         parts.append(f"{UNKNOWN} tokens (no usage reported)")
-    cost = attributes.get(sc.COST_USD)
+    cost = costs.get(span.span_id) if sc.COST_USD in attributes else None
     if cost is not None:
-        parts.append(money(float(cost)))
+        parts.append(micro_money(cost))
     if _failed(span):
         parts.append(f"ERROR {attributes.get(sc.ERROR_TYPE, '')}".rstrip())
     return "  ".join(parts)
@@ -210,7 +215,9 @@ def _waterfall(span: StoredSpan, start: int, total: int) -> Bar:
     return Bar(total, begin, end, width=_BAR, color=_style(span).replace("bold ", "") or "default")
 
 
-def _span_line(span: StoredSpan, depth: int, name_width: int, start: int, total: int) -> Table:
+def _span_line(
+    span: StoredSpan, depth: int, name_width: int, start: int, total: int, costs: Mapping[str, int | None]
+) -> Table:
     line = Table.grid(padding=(0, 2))
     line.add_column(width=max(8, name_width - _GUIDE * depth), no_wrap=True, overflow="ellipsis")
     line.add_column(width=_BAR, no_wrap=True)
@@ -218,7 +225,7 @@ def _span_line(span: StoredSpan, depth: int, name_width: int, start: int, total:
     line.add_column(no_wrap=True)
     duration = (span.end_ns - span.start_ns) / 1e9
     line.add_row(
-        Text(span.name, style=_style(span)), _waterfall(span, start, total), f"{duration:.3f}s", _details(span)
+        Text(span.name, style=_style(span)), _waterfall(span, start, total), f"{duration:.3f}s", _details(span, costs)
     )
     return line
 
@@ -234,10 +241,46 @@ def _who(run: StoredRun) -> str:
     return "  ·  ".join(parts)
 
 
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def call_costs(spans: Sequence[StoredSpan]) -> dict[str, int | None]:
+    """The micro-dollars of each model call (`chat` span) of one run, by span id: the exact sum of
+    the run's priced calls rounded once and shared by largest remainder, as `cost` and `explain`
+    share it (None: no price, or usage unknown)."""
+    from otel_agents._internal.genai.prices import micro_shares
+
+    calls = sorted(
+        (s for s in spans if s.attributes.get(sc.GEN_AI_OPERATION_NAME) == sc.OPERATION_CHAT),
+        key=lambda s: (s.start_ns, s.span_id),
+    )
+    exact = []
+    for call in calls:
+        attributes = call.attributes
+        tokens_in = _number(attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS)) or 0
+        tokens_out = _number(attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)) or 0
+        known = sc.GEN_AI_USAGE_INPUT_TOKENS in attributes or sc.ERROR_TYPE in attributes
+        exact.append(exact_cost(_number(attributes.get(sc.COST_USD)), tokens_in, tokens_out, known))
+    return {call.span_id: share for call, share in zip(calls, micro_shares(exact), strict=True)}
+
+
+def shown_costs(run: StoredRun, spans: Sequence[StoredSpan]) -> tuple[int | None, dict[str, int | None]]:
+    """The run's cost in micro-dollars (its calls' sum, rounded once) and what each span carrying a
+    cost shows: each call its share, the run's own span the run's cost."""
+    costs = call_costs(spans)
+    total = run_micro(run.cost_usd, list(costs.values()))
+    for span in spans:
+        if span.attributes.get(sc.RUN_ID) == run.run_id:
+            costs[span.span_id] = total
+    return total, costs
+
+
 def trace_tree(run: StoredRun, spans: Sequence[StoredSpan], others: Sequence[StoredRun] = ()) -> RenderableType:
     """The run's head lines (ids; team, totals, stop; who and which conversation), its trace as a tree
-    (name, waterfall bar, duration, then agent, tokens and cost per span), and the conversation's
-    other runs."""
+    (name, waterfall bar, duration, then agent, tokens and cost per span: each call its share of the
+    run's cost, so the calls add up to it), and the conversation's other runs."""
+    total, costs = shown_costs(run, spans)
     start = min((s.start_ns for s in spans), default=run.started_ns)
     end = max((s.end_ns for s in spans), default=run.ended_ns)
     rows = tree_order(spans)
@@ -250,7 +293,7 @@ def trace_tree(run: StoredRun, spans: Sequence[StoredSpan], others: Sequence[Sto
         _line(
             f"{run.team or ''}: {run.messages or 0} messages, "
             f"{run.input_tokens or 0:,} in / {run.output_tokens or 0:,} out, "
-            f"cost {run_money(run)}, stopped: {run.stop_reason or run.stop_kind or '-'}"
+            f"cost {run_money(run, total)}, stopped: {run.stop_reason or run.stop_kind or '-'}"
         ),
         _line(_who(run)),
         _line(""),
@@ -258,7 +301,7 @@ def trace_tree(run: StoredRun, spans: Sequence[StoredSpan], others: Sequence[Sto
     trees: list[RenderableType] = []
     nodes: dict[str, Tree] = {}
     for depth, span in rows:
-        line = _span_line(span, depth, name_width, start, end - start)
+        line = _span_line(span, depth, name_width, start, end - start, costs)
         parent = nodes.get(span.parent_span_id or "") if depth else None
         node = parent.add(line) if parent is not None else Tree(line, guide_style="dim")
         if parent is None:
@@ -302,8 +345,9 @@ def trace_json(
     outcomes: Mapping[str, Sequence[StoredOutcome]] | None = None,
 ) -> dict[str, Any]:
     outcomes = outcomes or {}
+    total, _ = shown_costs(run, spans)
     return {
-        "run": run_json(run, outcomes.get(run.run_id, ())),
+        "run": run_json(run, outcomes.get(run.run_id, ()), total),
         "conversation_runs": [run_json(other, outcomes.get(other.run_id, ())) for other in others],
         "spans": [
             {
