@@ -19,9 +19,11 @@ from autogen_core.models import CreateResult
 from autogen_ext.models.replay import ReplayChatCompletionClient
 from opentelemetry.sdk.trace import ReadableSpan
 
+import otel_agents
+from otel_agents._internal.export.store.reader import Store
 from tests.conftest import Capture
 from tests.support.cli import cli
-from tests.support.teams import MODEL_INFO, text
+from tests.support.teams import MODEL_INFO, text, writers_room
 
 COST = "otel_agents.cost.usd"
 MONEY = re.compile(r"\$(\d[\d,]*)\.(\d{6})$")
@@ -122,3 +124,30 @@ async def test_cost_attributes_carry_the_calls_cost_rounded_to_the_nano_dollar(c
 
 def start(span: ReadableSpan) -> int:
     return span.start_time or 0
+
+
+# --- an open run read by trace id ------------------------------------------------------------------
+
+
+async def test_an_open_run_read_by_its_trace_id_is_explained_as_an_open_run(tmp_path: Path) -> None:
+    with otel_agents.configure(store=tmp_path) as telemetry:
+        stream = otel_agents.run_stream(writers_room(max_messages=5), task="go")
+        async for item in stream:
+            if getattr(item, "source", None) == "critic":  # two turns have ended; the run goes on
+                break
+        assert telemetry.force_flush()
+        assert Store(tmp_path).runs() == [], "the run is still open"
+        (trace_id,) = {s.trace_id for s in Store(tmp_path).spans()}
+
+        done = cli("--store", str(tmp_path), "explain", trace_id)
+        explained = json.loads(ok("--store", str(tmp_path), "explain", trace_id, "--json"))
+        async for _ in stream:  # the run goes on to its end
+            pass
+
+    assert done.returncode == 0, done.stderr
+    first, _, third = done.stdout.splitlines()[:3]
+    assert first.startswith("(open run) · ") and first.endswith(" · still open: no stop reason yet"), first
+    assert third.startswith("an open run: its run span has not ended"), third
+    assert "autogen-core" not in done.stdout and "no run span" not in done.stdout
+    assert (explained["run"]["run_id"], explained["run"]["stop_kind"]) == (None, None)
+    assert [t["agent"] for t in explained["turns"]] == ["writer", "critic"]

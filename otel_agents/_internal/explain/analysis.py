@@ -2,7 +2,9 @@
 
 Which spans: the run asked for (a run id, a unique prefix of one, or a trace id), else the only run
 of the spans; a trace without a run span (an autogen-core app, model calls outside any run) is
-explained from its model calls, a handler's `autogen process` span standing for a turn. A run's
+explained from its model calls, a handler's `autogen process` span standing for a turn; a run that
+has not ended (its run span is written at its end: read by trace id, its turns and messages are
+there, their parent missing) is an open run, explained from its turns and calls so far. A run's
 spans are its run span and what descends from it (a trace may hold several runs under one app span).
 
 Each model call (`chat` span) and tool call (`execute_tool` span) belongs to its nearest turn
@@ -106,6 +108,8 @@ class _Selection:
     spans: list[Span]
     """The run's spans (the root and its descendants), or the whole trace."""
     trace_id: str
+    open_run: bool = False
+    """A trace without a run span holding a run that has not ended (see `_open_run_traces`)."""
 
 
 def select(spans: Sequence[Span], run: str | None = None, *, where: str = "the spans") -> _Selection:
@@ -132,13 +136,29 @@ def select(spans: Sequence[Span], run: str | None = None, *, where: str = "the s
         return _Selection(runs[0], _subtree(runs[0], spans), runs[0].trace_id)
     if len(runs) > 1:
         raise SeveralRuns(f"{len(runs)} runs in {where}", [str(r.attributes[sc.RUN_ID]) for r in runs])
-    with_calls = sorted({s.trace_id for s in spans if _operation(s) == sc.OPERATION_CHAT})
+    open_runs = _open_run_traces(spans)
+    with_calls = sorted({s.trace_id for s in spans if _operation(s) == sc.OPERATION_CHAT} | open_runs)
     if len(with_calls) == 1:
         trace_id = with_calls[0]
-        return _Selection(None, [s for s in spans if s.trace_id == trace_id], trace_id)
+        return _Selection(None, [s for s in spans if s.trace_id == trace_id], trace_id, trace_id in open_runs)
     if len(with_calls) > 1:
         raise SeveralRuns(f"no run span in {where}, but model calls of {len(with_calls)} traces", with_calls)
     raise NotARun(f"not a run: no run span and no model call (chat span) in {where}")
+
+
+def _open_run_traces(spans: Sequence[Span]) -> set[str]:
+    """The traces holding a run that has not ended: its run span is not among the spans (it is
+    written when the run ends), but what ran under it is, a turn, a nested team or a message span
+    whose parent is missing."""
+    ids = {(s.trace_id, s.span_id) for s in spans}
+    return {
+        s.trace_id
+        for s in spans
+        if s.parent_id is not None
+        and (s.trace_id, s.parent_id) not in ids
+        and run_id_of(s) is None
+        and (_operation(s) in _RUN_OPERATIONS or sc.MESSAGE_TYPE in s.attributes)
+    }
 
 
 def _children(spans: Iterable[Span]) -> dict[tuple[str, str], list[Span]]:
@@ -271,8 +291,8 @@ def _walk(selection: _Selection) -> _Walk:
                 turn = _TurnSpans(span, agent, None)
                 walk.turns.append(turn)
         stack.extend((child, turn, team) for child in children.get((span.trace_id, span.span_id), []))
-    if root is None:
-        walk.turns = [t for t in walk.turns if t.calls]
+    if root is None:  # a core app's handler is a turn if it called a model; an open run's turns all count
+        walk.turns = [t for t in walk.turns if t.calls or _operation(t.span) == sc.OPERATION_INVOKE_AGENT]
     walk.turns.sort(key=lambda t: _order(t.span))
     for index, turn in enumerate(walk.turns):
         turn.index = index
@@ -306,7 +326,7 @@ def explain_spans(
     walk = _walk(selection)
     micro = dict(zip((id(c) for c in walk.calls), micro_shares([c.exact_usd for c in walk.calls]), strict=True))
     root = selection.root
-    shape = _shape(root)
+    shape: Shape = "open" if selection.open_run else _shape(root)
     turns = tuple(_turn(t, micro, _start_of(selection)) for t in walk.turns)
     facts = _facts(selection, walk, micro, len(turns))
     solo = _turn_agent(root) if root is not None and shape == "on_messages" else NO_AGENT

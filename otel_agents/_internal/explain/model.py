@@ -21,10 +21,11 @@ NO_AGENT: Final = "(team)"
 UNNAMED_MODEL: Final = "(no model name)"
 """The model of a call whose client named none."""
 
-Shape = Literal["team", "agent", "on_messages", "core"]
+Shape = Literal["team", "agent", "on_messages", "core", "open"]
 """What was explained: a team's run, a single agent's `run`, an agent's `on_messages` (its run
-span an `invoke_agent` root, no turns), or a trace with no run span (an autogen-core app, or model
-calls outside any run), explained from its model calls."""
+span an `invoke_agent` root, no turns), a trace with no run span (an autogen-core app, or model
+calls outside any run), explained from its model calls, or an open run (its run span not ended
+yet), explained from its turns and model calls so far."""
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,7 @@ def _head(e: Explanation) -> list[str]:
     unknown = run.unknown_usage_calls > 0
     tokens = f"{run.input_tokens:,} in / {run.output_tokens:,} out tokens" + ("+?" if unknown else "")
     parts = [
-        run.team or ("(no run span)" if e.shape == "core" else "(no team)"),
+        run.team or {"core": "(no run span)", "open": "(open run)"}.get(e.shape, "(no team)"),
         f"{seconds(run.duration_ns):.3f}s",
         _plural(run.turns, "turn"),
         _plural(run.calls, "model call"),
@@ -70,6 +70,8 @@ def _head(e: Explanation) -> list[str]:
     ]
     if e.shape == "core":
         stopped = "no stop reason (no run span)"
+    elif e.shape == "open":
+        stopped = "still open: no stop reason yet"
     else:
         reason = f" ({run.stop_reason})" if run.stop_reason and run.stop_reason != run.stop_kind else ""
         stopped = f"stopped: {run.stop_kind or 'unknown'}{reason}"
@@ -86,6 +88,12 @@ def _head(e: Explanation) -> list[str]:
             f"no run span (an autogen-core app, or model calls outside any run): explained from its "
             f"{_plural(run.calls, 'model call')}, each handler's call of the runtime a turn; messages, "
             "stop reason and repeated messages are not known"
+        )
+    elif e.shape == "open":
+        lines.append(
+            f"an open run: its run span has not ended (the run is still going, or its process stopped "
+            f"before it ended): explained from its {_plural(run.turns, 'turn')} and "
+            f"{_plural(run.calls, 'model call')} so far; its team, messages and stop reason are not known yet"
         )
     return lines
 
