@@ -19,9 +19,10 @@ total. `(none)` is the row of runs or calls with no value for the key: a run wit
 team, or conversation); by agent, a call made by no agent (a `SelectorGroupChat` choosing the next
 speaker).
 
-Where the runs have outcomes (`record_outcome`, `configure(outcome=...)`: those named `outcome`),
-each row also counts its runs of each label, and its spend per run of one label (`success` unless
-`--outcome LABEL`): the row's whole priced cost over its runs of that label.
+Where the runs have outcomes of one name (`record_outcome`, `configure(outcome=...)`: `outcome`
+unless `--outcome NAME=LABEL` names another), each row also counts its runs of each label of that
+name, and its spend per run of one label (`success` unless `--outcome LABEL` or `NAME=LABEL`): the
+row's whole priced cost over its runs of that label.
 
 By model and agent the rows are the runs' model calls (`chat` spans); by team, user, conversation
 and day they are the runs themselves (days in UTC, by when the run started). `--since` keeps the
@@ -42,7 +43,8 @@ if TYPE_CHECKING:
 
 DIMENSIONS: Final = ("team", "model", "agent", "user", "conversation", "day")
 OUTCOME_NAME: Final = "outcome"
-"""The outcomes `cost` counts: those of the default name (what the outcome callable records)."""
+"""The outcomes `cost` counts unless `--outcome NAME=LABEL` names another: those of the default name
+(what the outcome callable records)."""
 DEFAULT_OUTCOME: Final = "success"
 BY_CALL: Final = frozenset({"model", "agent"})
 NONE: Final = "(none)"
@@ -65,6 +67,20 @@ def parse_since(text: str) -> int:
     if seconds > _SINCE_MAX_S:
         raise ValueError(f"--since {text!r}: at most a century (for everything, leave --since out)")
     return seconds
+
+
+def parse_outcome(text: str | None) -> tuple[str, str]:
+    """`--outcome`: `LABEL` (of the default name) or `NAME=LABEL`, as (name, label); None: the
+    default, `success`. ValueError when the name or the label is empty."""
+    if text is None:
+        return OUTCOME_NAME, DEFAULT_OUTCOME
+    name, equals, label = text.partition("=")
+    if not equals:
+        name, label = OUTCOME_NAME, name
+    name, label = name.strip(), label.strip()
+    if not name or not label:
+        raise ValueError(f"--outcome {text!r}: expected LABEL or NAME=LABEL, e.g. success or quality=good")
+    return name, label
 
 
 def micro(cost_usd: float) -> int:
@@ -107,6 +123,8 @@ class CostRow:
     """Runs of each outcome label; None when no run of the report has an outcome."""
     outcome: str = DEFAULT_OUTCOME
     """The label `cost_per_outcome_usd` divides by."""
+    outcome_name: str = OUTCOME_NAME
+    """The name of the outcomes counted."""
 
     @property
     def runs(self) -> int:
@@ -287,23 +305,30 @@ def cost_rows(by: str, runs: Iterable[StoredRun], calls: Sequence[StoredCall]) -
     return sorted(rows.values(), key=order)
 
 
-def total(rows: Sequence[CostRow], labels: Mapping[str, str] | None = None, outcome: str = DEFAULT_OUTCOME) -> CostRow:
+def total(
+    rows: Sequence[CostRow],
+    labels: Mapping[str, str] | None = None,
+    outcome: str = DEFAULT_OUTCOME,
+    name: str = OUTCOME_NAME,
+) -> CostRow:
     """All rows together: distinct runs, summed tokens and counts, the exact sum of the rows' priced
     micro-dollars (and, with `labels`, the runs of each label)."""
     out = CostRow("total")
     for row in rows:
         out.merge(row)
     if labels:
-        with_outcomes([out], labels, outcome)
+        with_outcomes([out], labels, outcome, name)
     return out
 
 
-def with_outcomes(rows: Sequence[CostRow], labels: Mapping[str, str], outcome: str = DEFAULT_OUTCOME) -> None:
-    """Count each row's runs of each label (`labels`: run id -> its outcome's label)."""
+def with_outcomes(
+    rows: Sequence[CostRow], labels: Mapping[str, str], outcome: str = DEFAULT_OUTCOME, name: str = OUTCOME_NAME
+) -> None:
+    """Count each row's runs of each label (`labels`: run id -> the label of its outcome named `name`)."""
     for row in rows:
         counted: dict[str, int] = {}
         for run_id in row.run_ids:
             label = labels.get(run_id)
             if label is not None:
                 counted[label] = counted.get(label, 0) + 1
-        row.outcomes, row.outcome = counted, outcome
+        row.outcomes, row.outcome, row.outcome_name = counted, outcome, name

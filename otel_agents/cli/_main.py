@@ -54,13 +54,14 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_argument("--team", help="only the runs of this team")
     runs.add_argument("--json", action="store_true", help="a JSON array instead of a table")
     cost = commands.add_parser("cost", help="tokens and cost of the stored runs, totalled per team, model, ...")
-    cost.add_argument("--by", required=True, choices=DIMENSIONS, help="what a row is")
+    cost.add_argument("--by", default="team", choices=DIMENSIONS, help="what a row is (default: team)")
     cost.add_argument("--since", help="only runs started in this last while: 30m, 24h, 7d, 2w")
     cost.add_argument("--json", action="store_true", help="a JSON array of rows instead of a table")
     cost.add_argument(
         "--outcome",
-        metavar="LABEL",
-        help="where runs have outcomes: the label the spend per run is of (default: success)",
+        metavar="[NAME=]LABEL",
+        help="where runs have outcomes: the one the spend per run is of, LABEL of the default name "
+        "(outcome) or NAME=LABEL (default: success)",
     )
     show = commands.add_parser("show", help="show one run's trace as a tree with a waterfall")
     show.add_argument("run", help="a run id, or a unique prefix of one")
@@ -137,8 +138,8 @@ def _show(args: argparse.Namespace) -> int:
 def _cost(args: argparse.Namespace) -> int:
     import time
 
-    from ._cost import BY_CALL, DEFAULT_OUTCOME, OUTCOME_NAME, cost_rows, parse_since, total, with_outcomes
-    from ._render import console, cost_notes, cost_table, iso_utc
+    from ._cost import BY_CALL, cost_rows, parse_outcome, parse_since, total, with_outcomes
+    from ._render import console, cost_notes, cost_table, iso_utc, outcome_notes
 
     since_ns: int | None = None
     if args.since is not None:
@@ -150,20 +151,21 @@ def _cost(args: argparse.Namespace) -> int:
     runs = store.runs(since_ns=since_ns)
     calls = store.calls(since_ns=since_ns)
     rows = cost_rows(args.by, runs, calls)
-    if args.outcome is not None and not args.outcome.strip():
-        raise UsageError("--outcome '': expected a label, e.g. success")
-    outcome = (args.outcome or DEFAULT_OUTCOME).strip()
+    try:
+        name, outcome = parse_outcome(args.outcome)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     stored = store.outcomes([run.run_id for run in runs]) if runs else {}
-    labels = {run_id: o.label for run_id, found in stored.items() for o in found if o.name == OUTCOME_NAME}
+    labels = {run_id: o.label for run_id, found in stored.items() for o in found if o.name == name}
     if labels:
-        with_outcomes(rows, labels, outcome)
+        with_outcomes(rows, labels, outcome, name)
     if args.json:
         print(json.dumps([row.json() for row in rows], indent=2))
         return 0
     if not runs:
         print("no runs match" if since_ns is not None else "no runs yet")
         return 0
-    whole = total(rows, labels, outcome)
+    whole = total(rows, labels, outcome, name)
     what = "model calls of " if args.by in BY_CALL else ""
     when = f" started since {iso_utc(since_ns)[:16].replace('T', ' ')} UTC ({args.since})" if since_ns else ""
     title = f"cost by {args.by}: {what}{len(runs)} run{'s' if len(runs) != 1 else ''}{when}"
@@ -171,6 +173,13 @@ def _cost(args: argparse.Namespace) -> int:
     out.print(cost_table(args.by, rows, whole, title))
     for note in cost_notes(whole):
         out.print(note)
+    if args.outcome is not None and outcome not in labels.values():  # asked for, and none: under what name?
+        elsewhere: dict[str, int] = {}
+        for found in stored.values():
+            for other in {o.name for o in found if o.label == outcome and o.name != name}:
+                elsewhere[other] = elsewhere.get(other, 0) + 1
+        for note in outcome_notes(name, outcome, elsewhere):
+            out.print(note, markup=False)  # labels and names are the app's text
     return 0
 
 

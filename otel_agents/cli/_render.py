@@ -24,7 +24,7 @@ from rich.tree import Tree
 from otel_agents._internal import keys as sc
 from otel_agents._internal.export.store.reader import StoredOutcome, StoredRun, StoredSpan
 
-from ._cost import CostRow, exact_cost, micro, run_micro
+from ._cost import OUTCOME_NAME, CostRow, exact_cost, micro, run_micro
 
 _BAR: Final = 24
 _GUIDE: Final = 4
@@ -410,9 +410,12 @@ def cost_table(by: str, rows: Sequence[CostRow], total: CostRow, title: str) -> 
     table.add_column("", "", width=_BAR, no_wrap=True)
     outcomes = total.outcomes is not None
     if outcomes:
-        label = total.outcome.upper()
-        table.add_column(label, str((total.outcomes or {}).get(total.outcome, 0)), justify="right", no_wrap=True)
-        table.add_column(f"PER {label}", micro_money(total.micro_usd_per_outcome), justify="right", no_wrap=True)
+        from otel_agents._internal.explain.text import outcome_text
+
+        label = outcome_text(total.outcome_name, total.outcome, None).upper()
+        counted = str((total.outcomes or {}).get(total.outcome, 0))
+        table.add_column(Text(label), counted, justify="right", no_wrap=True)  # a label is text, not markup
+        table.add_column(Text(f"PER {label}"), micro_money(total.micro_usd_per_outcome), justify="right", no_wrap=True)
     largest = max((row.micro_usd or 0 for row in rows), default=0)
     for row in rows:
         priced = row.micro_usd is not None
@@ -452,3 +455,21 @@ def cost_notes(total: CostRow) -> list[str]:
             f"{UNKNOWN} {_calls(n)} reported no usage: {'its' if n == 1 else 'their'} tokens and cost are unknown"
         )
     return notes
+
+
+def outcome_notes(name: str, label: str, elsewhere: Mapping[str, int]) -> list[str]:
+    """The line under the cost table when no run has the outcome `--outcome` asked for, but runs have
+    that label under other names (`elsewhere`: name -> runs): which, and the flag that counts them."""
+    from otel_agents._internal.explain.text import outcome_text
+
+    if not elsewhere:
+        return []
+    asked = (
+        f"{label!r} (of the default name {OUTCOME_NAME!r})" if name == OUTCOME_NAME else outcome_text(name, label, None)
+    )
+    found = ", ".join(
+        f"{runs:,} run{'s' if runs != 1 else ''} {'has' if runs == 1 else 'have'} it as {other!r}: "
+        f"--outcome {outcome_text(other, label, None)}"
+        for other, runs in sorted(elsewhere.items())
+    )
+    return [f"no run has the outcome {asked}; {found}"]
