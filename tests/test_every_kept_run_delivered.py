@@ -25,6 +25,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 import otel_agents
+from otel_agents._internal.export.ratio import ratio_keeps
 from otel_agents._internal.export.store.reader import Store
 from tests.support.accounting import assert_every_span_accounted
 from tests.support.openai_server import OpenAIServer, Reply
@@ -141,7 +142,11 @@ def test_runs_open_at_shutdown_or_exit_are_delivered_whole_by_a_slow_backend(
         )
     arrived = by_trace(sink.received())
     runs = [span for spans in arrived.values() for span in run_spans(spans)]
-    assert len(runs) == 4 and {r.attributes.get(KEPT_BECAUSE) for r in runs} == {"exit"}, [r.attributes for r in runs]
+    # kept as `exit`, unless the ratio would have kept it anyway (`ratio` comes first in the order)
+    assert len(runs) == 4, [r.attributes for r in runs]
+    assert [r.attributes.get(KEPT_BECAUSE) for r in runs] == [
+        "ratio" if ratio_keeps(0.1, int(r.trace_id, 16)) else "exit" for r in runs
+    ]
     stored = stored_spans(store)
     assert set(stored) == set(arrived) and all({s.span_id for s in arrived[t]} == stored[t] for t in stored)
     assert sink.twice() == []
@@ -358,3 +363,65 @@ async def test_the_span_counters_say_what_the_accounts_say() -> None:
     assert account.delivered == len(exported.spans) and account.under_way == 0
     assert account.ended == account.delivered + account.sampled_out
     telemetry.shutdown()
+
+
+async def test_a_run_that_ends_kept_takes_its_trace_with_it_while_another_run_of_it_is_open(
+    openai_server: OpenAIServer,
+) -> None:
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_agentchat.conditions import MaxMessageTermination
+    from autogen_agentchat.teams import RoundRobinGroupChat
+
+    exported = SlowBatches()
+    telemetry = otel_agents.configure(span_exporter=exported, store=False, sample_runs=0, keep_runs="tokens>60")
+    openai_server.script = [Reply("slow", hold=True)]  # the open run's call, held until the end
+    writer = AssistantAgent("writer", model_client=openai_client(openai_server))
+    slow = RoundRobinGroupChat([writer], termination_condition=MaxMessageTermination(2), name="slow")
+
+    with trace.get_tracer("the-app").start_as_current_span("request"):
+        open_run = asyncio.ensure_future(slow.run(task="go"))
+        assert await asyncio.to_thread(openai_server.wait_until_held)
+        await writers_room(max_messages=7, name="kept").run(task="go")  # ends kept: tokens
+        assert telemetry.force_flush()
+        delivered = {s.name for s in exported.spans}
+        await writers_room(max_messages=3, name="later").run(task="go")  # starts in a kept trace
+        openai_server.release()
+        await open_run
+    assert telemetry.force_flush()
+    assert "invoke_workflow kept" in delivered, "a kept run is delivered though another run of its trace is open"
+    runs = {s.name: s.attributes for s in exported.spans if RUN_ID in (s.attributes or {})}
+    assert runs["invoke_workflow later"][KEPT_BECAUSE] == "trace"
+    assert runs["invoke_workflow slow"][KEPT_BECAUSE] == "trace", "the run open then goes with its trace"
+    telemetry.shutdown()
+    assert_every_span_accounted(telemetry)
+
+
+def test_runs_recorded_but_not_sampled_leave_nothing_waiting() -> None:
+    """An app's provider whose sampler records without sampling (RECORD_ONLY): such run spans are
+    never exported, and the run sampler keeps nothing of them."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
+
+    from otel_agents._internal.config.settings import Sampling
+    from otel_agents._internal.export.health import Health
+    from otel_agents._internal.export.pipeline import make_processor
+    from otel_agents._internal.export.sampling import RunSamplingProcessor
+
+    class RecordOnly(Sampler):
+        def should_sample(
+            self, parent_context: Any, trace_id: int, name: str, kind: Any = None, attributes: Any = None, *rest: Any
+        ) -> SamplingResult:
+            return SamplingResult(Decision.RECORD_ONLY, attributes)  # (the span's attributes are the result's)
+
+        def get_description(self) -> str:
+            return "RecordOnly"
+
+    provider = TracerProvider(sampler=RecordOnly())
+    settings = otel_agents.configure(span_exporter=SlowBatches(), store=False).settings
+    sampler = RunSamplingProcessor([make_processor(SlowBatches(), settings, Health())], Sampling(ratio=0.0))
+    provider.add_span_processor(sampler)
+    for number in range(5):
+        with provider.get_tracer("the-app").start_as_current_span("run", attributes={RUN_ID: str(number)}) as span:
+            assert span.is_recording() and RUN_ID in (span.attributes or {})
+    assert (sampler.waiting_runs, sampler.waiting_spans, sampler.ended_spans) == (0, 0, 0)
+    provider.shutdown()

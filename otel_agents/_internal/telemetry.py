@@ -151,8 +151,9 @@ class Telemetry:
     def span_accounts(self) -> list[SpanAccount]:
         """Where the spans meant for each exporter of this pipeline went (one `SpanAccount` each):
         ended = delivered + dropped (`export_failed`, `not_exported`) + sampled out + under way.
-        Nothing is under way for the spans ended before a `force_flush()` that returned True, nor
-        from shutdown on. Empty for providers otel-agents did not set up."""
+        Of the spans ended before a `force_flush()` that returned True, only those waiting for a run
+        still open (run sampling) are under way; from shutdown on, none is. Empty for providers
+        otel-agents did not set up."""
         return self._health.accounts() if self._health is not None else []
 
     def shares_providers_with(self, other: Telemetry) -> bool:

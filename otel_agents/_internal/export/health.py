@@ -61,8 +61,9 @@ class Sampler(Protocol):
 @dataclass(frozen=True)
 class SpanAccount:
     """Where the spans meant for one exporter went: `ended` = `delivered` + `export_failed` +
-    `not_exported` + `sampled_out` + `under_way`. After `force_flush()` nothing ended before it is
-    under way; from shutdown on, nothing is."""
+    `not_exported` + `sampled_out` + `under_way`. After a `force_flush()` that returned True, what
+    is under way of the spans ended before it waits for a run still open (run sampling); from
+    shutdown on, nothing is."""
 
     destination: str
     """The exporter, and the endpoint it was configured with."""

@@ -85,7 +85,9 @@ class RunSamplingProcessor(SpanProcessor):
         reset_in_forked_child(self)
 
     def _init_state(self) -> None:
-        self._lock = threading.Lock()
+        # re-entrant: a stream dropped in a reference cycle ends its run (and so comes here) from the
+        # garbage collector, which may run inside an allocation made under this very lock
+        self._lock = threading.RLock()
         self._sending = threading.Lock()
         """Held by the one thread handing ready batches to the exporters."""
         self._waiting: OrderedDict[int, _Waiting] = OrderedDict()
@@ -117,8 +119,8 @@ class RunSamplingProcessor(SpanProcessor):
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         attributes = span.attributes or {}
-        if sc.RUN_ID in attributes and not self._shut_down:
-            context = span.get_span_context()
+        context = span.get_span_context()
+        if sc.RUN_ID in attributes and context.trace_flags.sampled and not self._shut_down:
             trace_id = context.trace_id
             with self._lock:
                 waiting = self._waiting.get(trace_id)
@@ -127,6 +129,8 @@ class RunSamplingProcessor(SpanProcessor):
                     decided = self._decided.pop(trace_id, None)
                     if decided is not None and decided[0]:  # a trace kept already: so is this run
                         waiting.kept = waiting.passing = True
+                    while len(self._waiting) > self.sampling.max_waiting_spans:  # runs never ended
+                        self._let_go(next(iter(self._waiting)))
                 if waiting.passing:
                     span.set_attribute(sc.SAMPLE_KEPT_BECAUSE, TRACE)
                 waiting.open_runs[context.span_id] = span
@@ -144,10 +148,12 @@ class RunSamplingProcessor(SpanProcessor):
             waiting = self._waiting.get(trace_id)
             if waiting is not None:
                 if waiting.open_runs.pop(context.span_id, None) is not None:  # a run ended: decided on it
-                    waiting.kept = waiting.kept or bool((span.attributes or {}).get(sc.SAMPLE_KEPT_BECAUSE))
                     if not waiting.open_runs:  # the trace's last open run: the trace is decided
+                        waiting.kept = waiting.kept or bool((span.attributes or {}).get(sc.SAMPLE_KEPT_BECAUSE))
                         self._decide(trace_id, waiting, span)
                         return
+                    if not waiting.passing and (span.attributes or {}).get(sc.SAMPLE_KEPT_BECAUSE):
+                        self._keep_now(waiting, TRACE)  # kept: the runs still open go with it
                 if waiting.passing:
                     send = True
                 else:
@@ -198,6 +204,14 @@ class RunSamplingProcessor(SpanProcessor):
         if spans:
             self._make_ready(spans)
 
+    def _let_go(self, trace_id: int) -> None:
+        """(Under the lock.) Past `max_waiting_spans` traces waiting (runs whose spans never end: a
+        stream collected unended), the oldest is kept from now on and forgotten here."""
+        waiting = self._waiting[trace_id]
+        self._keep_now(waiting)
+        del self._waiting[trace_id]
+        self._remember(trace_id, True)
+
     def _make_ready(self, batch: list[ReadableSpan]) -> None:
         """(Under the lock.) `batch` goes to the exporters at the next flush; until it is handed
         over, each processor counts it as ended and not handed yet."""
@@ -215,20 +229,23 @@ class RunSamplingProcessor(SpanProcessor):
 
     # --- sending -------------------------------------------------------------------------------
 
-    def _send_ready(self, timeout_s: float | None = None) -> bool:
-        """Hand every ready batch to the exporters, one thread at a time: a batch another thread
-        took is handed over by the time this returns. False if `timeout_s` passed first."""
-        if not self._sending.acquire(timeout=-1 if timeout_s is None else max(0.0, timeout_s)):
+    def _send_ready(self, deadline: float) -> bool:
+        """Hand the batches ready now to the exporters, one thread at a time (a batch another
+        thread took is handed over by the time this takes its turn); False if `deadline`
+        (`time.monotonic()`) passed first, the batches not handed left for the next send."""
+        if not self._sending.acquire(timeout=max(0.0, deadline - time.monotonic())):
             return False
         try:
-            while True:
-                with self._lock:
-                    ready, self._ready = self._ready, []
-                if not ready:
-                    return True
-                for batch in ready:
-                    for processor in self.processors:
-                        processor.export_whole(batch)
+            with self._lock:
+                ready, self._ready = self._ready, []
+            for sent, batch in enumerate(ready):
+                if time.monotonic() >= deadline:
+                    with self._lock:
+                        self._ready[:0] = ready[sent:]
+                    return False
+                for processor in self.processors:
+                    processor.export_whole(batch)
+            return True
         finally:
             self._sending.release()
 
@@ -236,17 +253,19 @@ class RunSamplingProcessor(SpanProcessor):
         """Every trace decided before the call handed to the exporters, then their flush; False if
         that took longer than `timeout_millis`."""
         deadline = time.monotonic() + timeout_millis / 1000
-        if not self._send_ready(deadline - time.monotonic()):
+        if not self._send_ready(deadline):
             return False
         return all([processor.force_flush(_millis_until(deadline)) for processor in self.processors])
 
     def shutdown(self) -> None:
-        """Every trace still waiting is kept (`exit`) and sent, then the processors shut down."""
+        """Every trace still waiting is kept (`exit`) and sent, then the processors shut down, each
+        within its bound."""
         with self._lock:
             self._shut_down = True
             for waiting in list(self._waiting.values()):
                 self._keep_now(waiting, EXIT)
-        self._send_ready(max(processor.shutdown_within_s for processor in self.processors) if self.processors else 0)
+        within = max((processor.shutdown_within_s for processor in self.processors), default=0.0)
+        self._send_ready(time.monotonic() + within)
         for processor in self.processors:
             processor.shutdown()
 

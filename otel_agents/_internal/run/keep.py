@@ -25,19 +25,22 @@ process_state.hold(__name__, "_warned", bound="64 warnings", size=lambda: len(_w
 
 
 def decide(sampling: Sampling, summary: RunSummary, trace_id: int, *, already: str | None) -> str | None:
-    """Why the run is kept (a rule's name, `rule`, `trace`, `ratio`, `exit`), or None: it is left
-    out. `already`: what its span says already (`bound`, when it passed a bound while it ran;
-    `trace`, when it started in a trace kept already: a rule that matches names it first)."""
-    if already and already != TRACE:
-        return already
-    if summary.stop_kind == "shutdown":  # still open at shutdown, exit or SIGTERM
-        return EXIT
+    """Why the run is kept, or None: it is left out. In this order: the first rule that matches
+    (its name, `rule` for a callable), `trace`, `ratio`, `bound`, `exit`. `already`: what its span
+    says already (`trace`: it started in a trace kept already, or its trace was kept while it ran;
+    `bound`: it passed a bound while it ran; `exit`: the exporters shut down while it ran)."""
     because = sampling.rules.kept_because(summary, warn=_warn_once)
     if because is not None:
         return because
-    if already:
+    if already == TRACE:
+        return TRACE
+    if ratio_keeps(sampling.ratio, trace_id):
+        return RATIO
+    if already:  # `bound`, or `exit` (said by the exporters' shutdown)
         return already
-    return RATIO if ratio_keeps(sampling.ratio, trace_id) else None
+    if summary.stop_kind == "shutdown":  # still open at shutdown, exit or SIGTERM
+        return EXIT
+    return None
 
 
 def not_applied(ratio: float) -> None:
