@@ -143,11 +143,6 @@ class HoldsB(OpenAIServer):
         return dataclasses.replace(reply, hold=True) if system.startswith("You are B.") else reply
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the run span takes its turns in the order their first calls end (tracing/state.py's "
-    "Run.first_inputs): turn order needs placement.py to tell Run.add_turn each turn's span id as it starts",
-)
 async def test_the_run_spans_context_growth_is_explains_on_a_graph_flow_fan_out(tmp_path: Path) -> None:
     with HoldsB() as server:
         server.script = [Reply(text="ok")]

@@ -411,7 +411,7 @@ class WorkflowSpan:
             run = self.run
             attributes[sc.RUN_TURNS] = run.turns
             attributes[sc.REPEATS] = run.repeats
-            growth = growth_per_turn(list(run.first_inputs.values()))
+            growth = growth_per_turn([tokens for tokens in run.first_inputs.values() if tokens is not None])
             if growth is not None:
                 attributes[sc.CONTEXT_GROWTH] = growth
             run.forget_figures()  # what they were counted from goes with the run's end

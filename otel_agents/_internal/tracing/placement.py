@@ -314,7 +314,7 @@ class RunAwareTracer(trace.Tracer):
         )
         own = span.get_span_context()
         if role is Role.TURN:
-            run.add_turn()
+            run.add_turn(own.span_id)
             agent = attributes.get(sc.GEN_AI_AGENT_NAME) if attributes else None
             REGISTRY.add(own, Node(cause.trail, own, cause.workflow, False, agent if isinstance(agent, str) else None))
         else:  # a model call, a tool, your own span: what it causes (a model call in a tool) is in the run

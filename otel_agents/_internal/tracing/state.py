@@ -69,9 +69,10 @@ class Run:
     """id(item) -> (the item, the turn that yielded it, when): read once as its message span is made."""
     turns: int = 0
     """Agent turns placed in the run (a nested team's included)."""
-    first_inputs: dict[int, int] = field(default_factory=dict)
-    """Turn span id -> the input tokens of its first model call that reported usage, in the order
-    of those calls (the context each turn started from)."""
+    first_inputs: dict[int, int | None] = field(default_factory=dict)
+    """Turn span id -> the input tokens of its first model call that reported usage (None until
+    one does), in the order the turns started (the context each turn started from), as explain
+    reads them."""
     said: set[tuple[str, str]] = field(default_factory=set)
     """(agent, fingerprint) of each chat message, ("", fingerprint) of each tool call, said or made
     in the run: one entry per distinct one, released with the run (repeats are counted exactly)."""
@@ -104,10 +105,11 @@ class Run:
     def instruments(self) -> Instruments | None:
         return self.recording.instruments if self.recording is not None else None
 
-    def add_turn(self) -> None:
-        """An agent turn of the run started."""
+    def add_turn(self, turn: int) -> None:
+        """An agent turn of the run started (`turn`: its span id, its place in the turns' order)."""
         if not self.ended:
             self.turns += 1
+            self.first_inputs.setdefault(turn, None)
 
     def add_said(self, who: str, fingerprint: str) -> None:
         """A chat message `who` said, or a tool call (`who` empty), by its fingerprint: a repeat
@@ -147,7 +149,7 @@ class Run:
             totals.unknown_calls += 1
             totals.cost_usd = None
             return
-        if turn is not None and turn not in self.first_inputs:
+        if turn is not None and self.first_inputs.get(turn) is None:
             self.first_inputs[turn] = input_tokens
         totals.input_tokens += input_tokens
         totals.output_tokens += output_tokens
