@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import otel_agents
 from tests.support.cli import cli
+from tests.support.config import assert_configure_refuses
 from tests.support.metrics import points
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.spans import one_trace
@@ -90,9 +91,14 @@ async def test_stream_usage_request_asks_the_openai_client_for_usage(
 
 
 def test_a_bad_stream_usage_value_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OTEL_AGENTS_STREAM_USAGE", "always")
-    with pytest.raises(otel_agents.ConfigError, match="OTEL_AGENTS_STREAM_USAGE='always'"):
-        otel_agents.configure(span_exporter=InMemorySpanExporter())
+    """Changed 2026-12-04 (CHANGELOG): refused by the CLI's strict read; at configure(), one warning
+    saying the same, and the default (`off`) used (tests/support/config.py)."""
+    assert_configure_refuses(
+        monkeypatch,
+        {"OTEL_AGENTS_STREAM_USAGE": "always"},
+        "OTEL_AGENTS_STREAM_USAGE='always'",
+        span_exporter=InMemorySpanExporter(),
+    )
 
 
 async def test_the_token_budget_says_once_it_cannot_see_unknown_calls(

@@ -17,6 +17,8 @@ from otel_agents._version import __version__
 
 from ._cost import DIMENSIONS
 from ._explain import add_parser as add_explain_parser
+from ._serve_demo_model import add_parser as add_serve_demo_model_parser
+from ._serve_demo_model import run as serve_demo_model
 
 if TYPE_CHECKING:
     from otel_agents._internal.export.store.reader import Store
@@ -73,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--endpoint", help="OTLP base URL (default: the OTEL_EXPORTER_OTLP_* variables)")
     export.add_argument("--protocol", choices=("grpc", "http/protobuf"))
     add_explain_parser(commands)
+    add_serve_demo_model_parser(commands)
     return parser
 
 
@@ -311,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
             "cost": _cost,
             "export": _export,
             "explain": _explain,
+            "serve-demo-model": serve_demo_model,
         }[args.command]
         return command(args)
     except (UsageError, ConfigError, StoreVersionError) as error:
