@@ -482,6 +482,26 @@ def test_the_openai_clients_configuration() -> None:
     assert getattr(client, ag.CLIENT_RAW_CONFIG)["model"] == "gpt-4o-mini"
 
 
+@pins("CLIENT_SDK", "SDK_BASE_URL")
+def test_the_openai_clients_know_the_url_they_call() -> None:
+    from autogen_ext.models.openai import AzureOpenAIChatCompletionClient, OpenAIChatCompletionClient
+
+    local = OpenAIChatCompletionClient(model="gpt-4o-mini", api_key="k", base_url="http://127.0.0.1:9/v1")
+    assert str(getattr(getattr(local, ag.CLIENT_SDK), ag.SDK_BASE_URL)).startswith("http://127.0.0.1:9/v1")
+    openai = OpenAIChatCompletionClient(model="gpt-4o-mini", api_key="k")
+    assert str(getattr(getattr(openai, ag.CLIENT_SDK), ag.SDK_BASE_URL)).startswith("https://api.openai.com/")
+    gemini = OpenAIChatCompletionClient(model="gemini-2.0-flash", api_key="k")
+    assert "generativelanguage.googleapis.com" in str(getattr(getattr(gemini, ag.CLIENT_SDK), ag.SDK_BASE_URL))
+    azure = AzureOpenAIChatCompletionClient(
+        model="gpt-4o",
+        azure_endpoint="https://x.openai.azure.com",
+        azure_deployment="d",
+        api_version="2024-06-01",
+        api_key="k",
+    )
+    assert ".openai.azure.com" in str(getattr(getattr(azure, ag.CLIENT_SDK), ag.SDK_BASE_URL))
+
+
 @pins("LLM_EVENT_KWARGS")
 def test_llm_events_keep_their_fields() -> None:
     from autogen_core.logging import LLMCallEvent, LLMStreamEndEvent

@@ -231,7 +231,7 @@ def test_import_is_cheap() -> None:
         """
         import json, sys
         import otel_agents
-        heavy = ("autogen_core", "autogen_agentchat", "autogen_ext", "opentelemetry.sdk")
+        heavy = ("autogen_core", "autogen_agentchat", "autogen_ext", "opentelemetry.sdk", "genai_prices")
         print(json.dumps(sorted(m for m in sys.modules if m.startswith(heavy))))
         """
     )

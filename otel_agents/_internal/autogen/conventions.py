@@ -211,6 +211,12 @@ chunk (`stream_options.include_usage`); without it a streamed call reports `Requ
 CLIENT_CREATE_ARGS: Final = "_create_args"
 CLIENT_RAW_CONFIG: Final = "_raw_config"
 """The OpenAI clients' configuration (private): where the requested model is."""
+CLIENT_SDK: Final = "_client"
+"""The OpenAI, Azure OpenAI and Anthropic clients' SDK client (private: `openai.AsyncOpenAI`,
+`openai.AsyncAzureOpenAI`, `anthropic.AsyncAnthropic`), whose base URL says which provider a call
+goes to (the OpenAI client sets Gemini's, Anthropic's or Llama's for those models by itself)."""
+SDK_BASE_URL: Final = "base_url"
+"""The SDK client's base URL (public in the `openai` and `anthropic` SDKs), after AutoGen filled it in."""
 LLM_EVENT_KWARGS: Final = "kwargs"
 """`LLMCallEvent`/`LLMStreamEndEvent` keep their fields in `.kwargs` (response, usage, agent id)."""
 GRPC_RUNTIME_MODULE: Final = "autogen_ext.runtimes.grpc"

@@ -59,6 +59,14 @@ def provider_name(client: object) -> str:
     return type(client).__module__.split(".")[0]
 
 
+def api_url(client: object) -> str | None:
+    """The base URL of the API the client calls (its SDK client's `base_url`), so a call is priced
+    as its provider there prices it (Gemini or OpenRouter through the OpenAI client, Azure)."""
+    sdk_client = getattr(client, ag.CLIENT_SDK, None)
+    url = getattr(sdk_client, ag.SDK_BASE_URL, None) if sdk_client is not None else None
+    return str(url) if url is not None else None
+
+
 def request_model(client: object, extra_create_args: Mapping[str, Any] | None) -> str | None:
     """The model asked for: the call's `extra_create_args`, else the client's configuration."""
     for source in (
@@ -94,6 +102,12 @@ class ModelCall:
         self.model = request_model(client, kwargs.get(_EXTRA_CREATE_ARGS))
         self.response_model: str | None = None
         self.cached_input_tokens: int | None = None
+        self.cache_write_tokens = 0
+        self.reasoning_tokens = 0
+        self._cache_beside_input = False
+        """Whether the cache tokens are counted apart from the prompt tokens (Anthropic's usage)."""
+        self._client = client
+        self._provider = provider_name(client)
         self._ended = False
         self._error: BaseException | None = None
         self._result: CreateResult | None = None
@@ -101,7 +115,7 @@ class ModelCall:
         """Where the call was made (its turn, tool, or run), resolved once, at its start."""
         self._inference = Inference(
             telemetry,
-            provider=provider_name(client),
+            provider=self._provider,
             request_model=self.model,
             agent=self.agent,
             streaming=streaming,
@@ -161,7 +175,7 @@ class ModelCall:
         elif result is not None:
             usage = result.usage
             input_tokens, output_tokens = int(usage.prompt_tokens), int(usage.completion_tokens)
-            cost = self._telemetry.prices.cost(priced_model, input_tokens, output_tokens, self.cached_input_tokens or 0)
+            cost = self._cost(priced_model, input_tokens, output_tokens)
             if cost is None:
                 _unpriced(self._telemetry, priced_model, input_tokens + output_tokens)
             else:  # to the nano-dollar: its attribute, its run's total and the metric carry no float noise
@@ -200,8 +214,24 @@ class ModelCall:
                 context=self.context,  # exemplars point at this call
             )
 
+    def _cost(self, model: str | None, input_tokens: int, output_tokens: int) -> float | None:
+        cached = self.cached_input_tokens or 0
+        if self._cache_beside_input:  # priced as every input token, the cached ones with them
+            input_tokens += cached + self.cache_write_tokens
+        return self._telemetry.prices.cost(
+            model,
+            input_tokens,
+            output_tokens,
+            cached,
+            cache_write_tokens=self.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens,
+            provider=self._provider,
+            api_url=api_url(self._client),
+        )
+
     def on_event(self, payload: Mapping[str, Any]) -> None:
-        """Read the response model and cached tokens from an `LLMCallEvent`'s response."""
+        """Read the response model, cached, cache-write and reasoning tokens from an `LLMCallEvent`'s
+        response (OpenAI's usage, or Anthropic's, whose cache tokens are not in its input tokens)."""
         response = payload.get("response")
         if not isinstance(response, Mapping):
             return
@@ -209,10 +239,21 @@ class ModelCall:
         if isinstance(model, str) and model:
             self.response_model = model
         usage = response.get("usage")
-        details = usage.get("prompt_tokens_details") if isinstance(usage, Mapping) else None
+        if not isinstance(usage, Mapping):
+            return
+        details = usage.get("prompt_tokens_details")
         cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
         if isinstance(cached, int):
             self.cached_input_tokens = cached
+        details = usage.get("completion_tokens_details")
+        reasoning = details.get("reasoning_tokens") if isinstance(details, Mapping) else None
+        if isinstance(reasoning, int):
+            self.reasoning_tokens = reasoning
+        read, write = usage.get("cache_read_input_tokens"), usage.get("cache_creation_input_tokens")
+        if isinstance(read, int) or isinstance(write, int):
+            self._cache_beside_input = True
+            self.cached_input_tokens = read if isinstance(read, int) else 0
+            self.cache_write_tokens = write if isinstance(write, int) else 0
 
 
 def _reported_usage(result: CreateResult) -> bool:

@@ -423,8 +423,8 @@ PRICES: Final[Param[Mapping[str, Price]]] = Param(
     variables=("OTEL_AGENTS_PRICES",),
     parse=parsers.price_file,
     check=parsers.prices,
-    kind="a JSON or TOML file (the argument: a path or a mapping) of USD per million tokens, merged "
-    "over the built-in table",
+    kind="a JSON or TOML file (the argument: a path or a mapping) of USD per million tokens, winning "
+    "per model over genai-prices' data",
 )
 PROMETHEUS: Final = Param[tuple[str, int] | bool](
     setting="Prometheus endpoint",

@@ -373,7 +373,7 @@ def resolve_settings(
 
 
 def load_prices(argument: object, environ: Mapping[str, str] | None = None) -> PriceTable:
-    """The built-in table merged with `prices` (a path or mapping), else `OTEL_AGENTS_PRICES`.
+    """`prices` (a path or mapping), else `OTEL_AGENTS_PRICES`, over `genai-prices`' data.
 
     The variable's file is read and checked even when the argument wins.
     """

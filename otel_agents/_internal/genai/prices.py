@@ -1,8 +1,15 @@
-"""Model prices, offline: a built-in table merged with the user's file or mapping. Never fetched.
+"""Model prices, offline: the user's prices (a file or mapping) over `genai-prices`' data as installed.
 
-Prices are USD per million tokens. A dated model version falls back to its base name
-(`gpt-4o-mini-2024-07-18` -> `gpt-4o-mini`, `claude-3-5-sonnet-20241022` -> `claude-3-5-sonnet`).
-A model with no price gets no cost (never a made-up 0).
+Prices are USD per million tokens. The user's prices win per model; a dated model version falls back
+to its base name there (`gpt-4o-mini-2024-07-18` -> `gpt-4o-mini`, `claude-3-5-sonnet-20241022` ->
+`claude-3-5-sonnet`). Any other model is looked up in the data `genai-prices` ships with its release
+(never fetched), for the provider the call went to: its API's base URL, else the client's provider,
+else (a client of no known provider) the model name alone. A model found nowhere gets no cost
+(never a made-up 0).
+
+A model's price is looked up once per provider (the lookup, and importing `genai-prices`, are the
+costly part) and kept as plain floats; a call's cost is then a few multiplications, the same figure
+`genai_prices.calc_price` gives for that usage.
 """
 
 from __future__ import annotations
@@ -13,66 +20,33 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-BUILT_IN_DATE: Final = "2025-09-01"
-"""When the built-in table was written, from the providers' published list prices."""
+from otel_agents._internal.genai.rates import SOURCE_USER, ModelPrice, Rates
+
+GENAI_PRICES_PROVIDERS: Final[Mapping[str, str | None]] = MappingProxyType(
+    {
+        "openai": "openai",
+        "azure.ai.openai": "azure",
+        "anthropic": "anthropic",
+        "aws.bedrock": "aws",
+        "ollama": None,
+        "llama_cpp": None,
+    }
+)
+"""The `genai-prices` provider of each client's `gen_ai.provider.name`. None: a model served locally,
+priced only by the user's prices (no list price applies to it)."""
 
 
 @dataclass(frozen=True)
 class Price:
+    """A price as the user gives it (`OTEL_AGENTS_PRICES`, `configure(prices=...)`)."""
+
     input: float
     output: float
     cached_input: float | None = None
 
     def cost(self, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0) -> float:
-        cached = min(max(cached_input_tokens, 0), input_tokens)
-        cached_rate = self.cached_input if self.cached_input is not None else self.input
-        return ((input_tokens - cached) * self.input + cached * cached_rate + output_tokens * self.output) / 1e6
+        return Rates(self.input, self.output, self.cached_input).cost(input_tokens, output_tokens, cached_input_tokens)
 
-
-# fmt: off
-BUILT_IN: Final[Mapping[str, Price]] = MappingProxyType({
-    # OpenAI
-    "gpt-5": Price(1.25, 10.00, 0.125),
-    "gpt-5-mini": Price(0.25, 2.00, 0.025),
-    "gpt-5-nano": Price(0.05, 0.40, 0.005),
-    "gpt-4.1": Price(2.00, 8.00, 0.50),
-    "gpt-4.1-mini": Price(0.40, 1.60, 0.10),
-    "gpt-4.1-nano": Price(0.10, 0.40, 0.025),
-    "gpt-4o": Price(2.50, 10.00, 1.25),
-    "gpt-4o-mini": Price(0.15, 0.60, 0.075),
-    "gpt-4-turbo": Price(10.00, 30.00),
-    "gpt-4": Price(30.00, 60.00),
-    "gpt-3.5-turbo": Price(0.50, 1.50),
-    "o1": Price(15.00, 60.00, 7.50),
-    "o1-mini": Price(1.10, 4.40, 0.55),
-    "o3": Price(2.00, 8.00, 0.50),
-    "o3-mini": Price(1.10, 4.40, 0.55),
-    "o4-mini": Price(1.10, 4.40, 0.275),
-    # Anthropic
-    "claude-opus-4-1": Price(15.00, 75.00, 1.50),
-    "claude-opus-4": Price(15.00, 75.00, 1.50),
-    "claude-sonnet-4": Price(3.00, 15.00, 0.30),
-    "claude-3-7-sonnet": Price(3.00, 15.00, 0.30),
-    "claude-3-5-sonnet": Price(3.00, 15.00, 0.30),
-    "claude-3-5-haiku": Price(0.80, 4.00, 0.08),
-    "claude-3-opus": Price(15.00, 75.00, 1.50),
-    "claude-3-haiku": Price(0.25, 1.25, 0.03),
-    # Google
-    "gemini-2.5-pro": Price(1.25, 10.00, 0.31),
-    "gemini-2.5-flash": Price(0.30, 2.50, 0.075),
-    "gemini-2.5-flash-lite": Price(0.10, 0.40, 0.025),
-    "gemini-2.0-flash": Price(0.10, 0.40, 0.025),
-    "gemini-2.0-flash-lite": Price(0.075, 0.30),
-    "gemini-1.5-pro": Price(1.25, 5.00),
-    "gemini-1.5-flash": Price(0.075, 0.30),
-    # Mistral
-    "mistral-large": Price(2.00, 6.00),
-    "mistral-medium": Price(0.40, 2.00),
-    "mistral-small": Price(0.10, 0.30),
-    "codestral": Price(0.30, 0.90),
-    "open-mistral-nemo": Price(0.15, 0.15),
-})
-# fmt: on
 
 _DATED: Final = re.compile(r"(-\d{4}-\d{2}-\d{2}|-\d{8}|-\d{4}|-latest|-preview(-\d{2}-\d{2})?|@\d+)$")
 
@@ -92,30 +66,67 @@ def base_names(model: str) -> list[str]:
     return names
 
 
-class PriceTable:
-    def __init__(self, overrides: Mapping[str, Price] | None = None) -> None:
-        self._prices: dict[str, Price] = {**BUILT_IN, **(overrides or {})}
-        self._resolved: dict[str, Price | None] = {}
+_RESOLVED_KEPT: Final = 4096
 
-    def price(self, model: str | None) -> Price | None:
+
+class PriceTable:
+    """The user's prices over `genai-prices`' data; each (model, provider, API URL) looked up once."""
+
+    def __init__(self, overrides: Mapping[str, Price] | None = None) -> None:
+        self._user: dict[str, Price] = dict(overrides or {})
+        self._user_lower = {name.lower(): price for name, price in self._user.items()}
+        self._resolved: dict[tuple[str, str | None, str | None], ModelPrice | None] = {}
+
+    def lookup(self, model: str | None, provider: str | None = None, api_url: str | None = None) -> ModelPrice | None:
+        """The price of `model` as called through a client of `provider` (its `gen_ai.provider.name`)
+        at `api_url`; None when neither the user's prices nor `genai-prices` know it."""
         if not model:
             return None
-        if model in self._resolved:
-            return self._resolved[model]
-        found = None
-        for name in base_names(model):
-            found = self._prices.get(name) or self._prices.get(name.lower())
-            if found is not None:
-                break
-        if len(self._resolved) < 4096:  # model names are few; never grow without bound
-            self._resolved[model] = found
+        key = (model, provider, api_url)
+        try:
+            return self._resolved[key]
+        except KeyError:
+            pass
+        found = self._user_price(model)
+        if found is None:
+            from otel_agents._internal.genai import genai_prices_source
+
+            found = genai_prices_source.lookup(model, _provider_ids(provider), api_url)
+        if len(self._resolved) < _RESOLVED_KEPT:  # model names are few; never grow without bound
+            self._resolved[key] = found
         return found
 
+    def _user_price(self, model: str) -> ModelPrice | None:
+        for name in base_names(model):
+            price = self._user.get(name) or self._user_lower.get(name.lower())
+            if price is not None:
+                return ModelPrice(Rates(price.input, price.output, price.cached_input), source=SOURCE_USER, name=name)
+        return None
+
     def cost(
-        self, model: str | None, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0
+        self,
+        model: str | None,
+        input_tokens: int,
+        output_tokens: int,
+        cached_input_tokens: int = 0,
+        *,
+        cache_write_tokens: int = 0,
+        reasoning_tokens: int = 0,
+        provider: str | None = None,
+        api_url: str | None = None,
     ) -> float | None:
-        price = self.price(model)
-        return price.cost(input_tokens, output_tokens, cached_input_tokens) if price is not None else None
+        price = self.lookup(model, provider, api_url)
+        if price is None:
+            return None
+        return price.cost(input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, reasoning_tokens)
+
+
+def _provider_ids(provider: str | None) -> tuple[str, ...] | None:
+    """The `genai-prices` providers to ask, in order: () none (a local model), None any."""
+    if provider is None or provider not in GENAI_PRICES_PROVIDERS:
+        return None
+    known = GENAI_PRICES_PROVIDERS[provider]
+    return (known,) if known is not None else ()
 
 
 NANO_PLACES: Final = 9
