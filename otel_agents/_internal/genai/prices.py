@@ -87,7 +87,7 @@ class PriceTable:
             return self._resolved[key]
         except KeyError:
             pass
-        found = self._user_price(model)
+        found = self.user_price(model)
         if found is None:
             from otel_agents._internal.genai import genai_prices_source
 
@@ -96,7 +96,8 @@ class PriceTable:
             self._resolved[key] = found
         return found
 
-    def _user_price(self, model: str) -> ModelPrice | None:
+    def user_price(self, model: str) -> ModelPrice | None:
+        """The user's price of `model` (or of its base name), if they gave one."""
         for name in base_names(model):
             price = self._user.get(name) or self._user_lower.get(name.lower())
             if price is not None:
