@@ -12,6 +12,8 @@ from genai_prices import Usage, calc_price
 
 from otel_agents.cli import _prices
 
+pytestmark = [pytest.mark.lowest_versions]
+
 
 def prices(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     parser = argparse.ArgumentParser(prog="otel-agents")
