@@ -37,6 +37,8 @@ def test_ctrl_c_stops_the_demo_before_its_next_model_call_and_stores_the_run_as_
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # as in a terminal: a test run as a background job of a script (CI) inherits SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert demo.stdout is not None and demo.stderr is not None
     hung = threading.Timer(120, demo.kill)  # a bound on a hang, not a wait: the reads below end at its exit
