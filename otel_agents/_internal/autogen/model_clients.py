@@ -215,6 +215,8 @@ class ModelCall:
             )
 
     def _cost(self, model: str | None, input_tokens: int, output_tokens: int) -> float | None:
+        if not model:
+            return None
         cached = self.cached_input_tokens or 0
         if self._cache_beside_input:  # priced as every input token, the cached ones with them
             input_tokens += cached + self.cache_write_tokens
