@@ -77,3 +77,11 @@ async def test_the_store_jaeger_a_file_and_the_spans_give_one_explanation(
         ("the spans in process", in_process),
     ):
         assert other == from_store, name
+
+
+def test_a_short_id_given_to_jaeger_says_that_jaeger_needs_the_whole_one(jaeger: Jaeger) -> None:
+    base = f"http://127.0.0.1:{jaeger.ports.query_http}"
+    done = cli("explain", "6c760d08", "--jaeger", base)
+    assert done.returncode != 0
+    assert "its whole id, 32 hexadecimal digits, not a prefix" in done.stderr, done.stderr
+    assert f"{base}/api/traces?service=NAME" in done.stderr, "where its ids are found"

@@ -133,13 +133,14 @@ def read_jaeger(base: str, trace: str, run: str | None = None, *, timeout_s: flo
     Jaeger has no such trace, Unreachable when it cannot be asked."""
     trace_id = _trace_id(trace)
     url = jaeger_url(base, trace_id)
+    missing = f"no trace {trace_id} in Jaeger at {base}" + _whole_id_hint(trace, base)
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
             body = response.read()
     except urllib.error.HTTPError as error:
         if error.code == 404:
-            raise RunNotFound(f"no trace {trace_id} in Jaeger at {base}") from None
+            raise RunNotFound(missing) from None
         detail = _error_message(error.read())
         if 400 <= error.code < 500:
             raise ExplainError(f"Jaeger at {base} refused {url}: {error.code} {detail}".rstrip()) from None
@@ -153,8 +154,18 @@ def read_jaeger(base: str, trace: str, run: str | None = None, *, timeout_s: flo
     except (UnicodeDecodeError, NotOtlpJson) as error:
         raise NotOtlpJson(f"Jaeger at {base} did not answer with OTLP JSON ({error}): is it Jaeger's?") from None
     if not spans:  # some versions answer an unknown trace with an empty result
-        raise RunNotFound(f"no trace {trace_id} in Jaeger at {base}")
+        raise RunNotFound(missing)
     return Read(spans, run, f"trace {trace_id}")
+
+
+def _whole_id_hint(given: str, base: str) -> str:
+    """Said where the id given was short: Jaeger finds a trace by its whole id, never a prefix."""
+    if len(given.strip()) >= 32:
+        return ""
+    return (
+        f" (Jaeger looks a trace up by its whole id, 32 hexadecimal digits, not a prefix; its traces of a "
+        f"service: {base.strip().rstrip('/')}/api/traces?service=NAME)"
+    )
 
 
 def _error_message(body: bytes) -> str:
