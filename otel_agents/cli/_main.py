@@ -17,6 +17,8 @@ from otel_agents._version import __version__
 
 from ._cost import DIMENSIONS
 from ._explain import add_parser as add_explain_parser
+from ._prices import add_parser as add_prices_parser
+from ._prices import run as prices
 from ._serve_demo_model import add_parser as add_serve_demo_model_parser
 from ._serve_demo_model import run as serve_demo_model
 
@@ -76,6 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--protocol", choices=("grpc", "http/protobuf"))
     add_explain_parser(commands)
     add_serve_demo_model_parser(commands)
+    add_prices_parser(commands)
     return parser
 
 
@@ -315,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
             "export": _export,
             "explain": _explain,
             "serve-demo-model": serve_demo_model,
+            "prices": prices,
         }[args.command]
         return command(args)
     except (UsageError, ConfigError, StoreVersionError) as error:
