@@ -24,9 +24,8 @@ import logging
 import threading
 import time
 import weakref
-from collections import OrderedDict
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -47,26 +46,52 @@ RECENT_RUNS: Final = 4096
 CALLABLE_TIMEOUT_S: Final = 5.0
 
 
-@dataclass(eq=False)
 class RunRef:
-    """What an outcome needs of a run: where its trace is, what records it, and its outcomes."""
+    """What an outcome needs of a run, and no more (`RECENT_RUNS` of them are kept): its id, where
+    its trace is, what records it, the names of its outcomes, and its span while it is open."""
 
-    run_id: str
-    trace_id: int
-    span_id: int
-    workflow: str
-    recording: Any
-    live: weakref.ref[WorkflowSpan] | None
-    """The run's span while it is open."""
-    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    __slots__ = ("live", "outcomes", "recording", "run_id", "span_id", "trace_id", "workflow")
+
+    def __init__(
+        self,
+        run_id: str,
+        trace_id: int,
+        span_id: int,
+        workflow: str,
+        recording: Any,
+        live: weakref.ref[WorkflowSpan] | None,
+    ) -> None:
+        self.run_id = run_id
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self.workflow = workflow
+        self.recording = recording
+        self.live = live
+        """The run's span while it is open (let go as it ends)."""
+        self.outcomes: tuple[str, ...] = ()
+        """The names of its outcomes recorded: a second of the same name is refused."""
 
     def open_span(self) -> WorkflowSpan | None:
-        workflow = self.live() if self.live is not None else None
+        live = self.live
+        workflow = live() if live is not None else None
         return workflow if workflow is not None and not workflow.ended else None
+
+    def take(self, name: str) -> bool:
+        """(Under the lock.) Take the outcome name for this run; False if it was taken already."""
+        if name in self.outcomes:
+            return False
+        self.outcomes = (*self.outcomes, name)
+        return True
+
+    def give_back(self, name: str) -> None:
+        """(Under the lock.) The outcome name was not recorded after all."""
+        self.outcomes = tuple(taken for taken in self.outcomes if taken != name)
 
 
 _lock = threading.Lock()
-_runs: OrderedDict[str, RunRef] = OrderedDict()
+_runs: dict[str, RunRef] = {}
+_started: deque[str] = deque()
+"""The ids of `_runs`, oldest first (a deque: 8 bytes a run, where an OrderedDict takes some 50)."""
 _results: dict[int, tuple[weakref.ref[Any], str]] = {}
 """id(result) -> (the result, weakly; its run's id): a result leaves when it is collected."""
 _warned: set[str] = set()
@@ -75,6 +100,7 @@ _warned: set[str] = set()
 def _forget() -> None:
     with _lock:
         _runs.clear()
+        _started.clear()
         _results.clear()
         _warned.clear()
 
@@ -82,6 +108,7 @@ def _forget() -> None:
 process_state.hold(
     __name__,
     "_runs",
+    "_started",
     "_results",
     "_warned",
     bound=f"{RECENT_RUNS} runs; a result while it lives and its run is known; 64 warnings",
@@ -105,14 +132,16 @@ def started(workflow: WorkflowSpan) -> None:
     )
     with _lock:
         _runs[ref.run_id] = ref
+        _started.append(ref.run_id)
         _keep_recent()
 
 
 def _keep_recent() -> None:
     """(Under the lock.) Forget the oldest runs past RECENT_RUNS, and their results."""
-    while len(_runs) > RECENT_RUNS:
-        _, old = _runs.popitem(last=False)
-        _results_of(old.run_id)
+    while len(_started) > RECENT_RUNS:
+        old = _started.popleft()
+        _runs.pop(old, None)
+        _results_of(old)
 
 
 def _results_of(run_id: str) -> None:
@@ -122,9 +151,15 @@ def _results_of(run_id: str) -> None:
 
 
 def ended(workflow: WorkflowSpan) -> None:
-    """A root run ended: the result it returned (if any) names it from now on."""
+    """A root run ended: its span is let go, and the result it returned (if any) names it from now on."""
+    if workflow.run_id is None:
+        return
+    with _lock:
+        known = _runs.get(workflow.run_id)
+        if known is not None:
+            known.live = None
     result = workflow.result
-    if workflow.run_id is None or result is None:
+    if result is None:
         return
     key = id(result)
     try:
@@ -165,7 +200,7 @@ async def settle(workflow: WorkflowSpan) -> None:
         with _lock:
             ref = _runs.get(workflow.run_id or "")
             if ref is not None:
-                ref.outcomes.setdefault(outcome.name, outcome)
+                ref.take(outcome.name)
         workflow.add_outcome(outcome)
 
 
@@ -249,9 +284,8 @@ def record_outcome(
     outcome = checked(name, label, score, explanation)
     ref = _find(run)
     with _lock:
-        if outcome.name in ref.outcomes:
+        if not ref.take(outcome.name):  # taken: a second call of the same name is refused
             raise ValueError(f"run {ref.run_id} already has an outcome named {outcome.name!r}")
-        ref.outcomes[outcome.name] = outcome  # taken: a second call of the same name is refused
     workflow = ref.open_span()
     if workflow is not None and workflow.add_outcome(outcome):  # still open: an event on its span
         return
@@ -259,7 +293,7 @@ def record_outcome(
         _after_the_end(ref, outcome)
     except ValueError:
         with _lock:
-            ref.outcomes.pop(outcome.name, None)
+            ref.give_back(outcome.name)
         raise
 
 
@@ -318,7 +352,9 @@ def _from_store(run_id: str) -> RunRef | None:
     )
     with _lock:
         found = _runs.setdefault(ref.run_id, ref)
-        _keep_recent()
+        if found is ref:
+            _started.append(ref.run_id)
+            _keep_recent()
         return found
 
 
