@@ -8,7 +8,7 @@ batch for such a span name; SQLite refuses it too."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -43,11 +43,14 @@ _REPLACEMENT: Final = "\ufffd"
 def scrub(span: ReadableSpan, policy: ContentPolicy) -> ReadableSpan:
     """The span without user content the policy does not let out, its texts encodable (the same
     object if it needs neither)."""
-    attributes = span.attributes or {}
+    # its attributes read once, as a plain dict at C speed (BoundedAttributes.copy(), through the
+    # span's read-only view), not the view's item by item, lock and all
+    attributes = _plain(span.attributes)
     events = span.events
-    fixed = _encodable(span, attributes, events)
-    if fixed is not span:
-        span, attributes, events = fixed, fixed.attributes or {}, fixed.events
+    if not _all_ascii(span, attributes, events):  # a text may hold a lone surrogate: looked for
+        fixed = _encodable(span, attributes, events)
+        if fixed is not span:
+            span, attributes, events = fixed, _plain(fixed.attributes), fixed.events
     if policy.enabled:
         return _redacted(span, policy)
     has_content = not _CONTENT_ATTRIBUTES.isdisjoint(attributes)
@@ -65,6 +68,45 @@ def scrub(span: ReadableSpan, policy: ContentPolicy) -> ReadableSpan:
         ],
         status=Status(span.status.status_code, None),
     )
+
+
+def _plain(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+    if not attributes:
+        return {}
+    return attributes.copy() if hasattr(attributes, "copy") else dict(attributes)
+
+
+def _all_ascii(span: ReadableSpan, attributes: dict[str, Any], events: Sequence[Event]) -> bool:
+    """Whether the span's name, status description and attribute values are all ASCII texts (or no
+    texts), and it has no events: the usual span, which holds no lone surrogate. `str.isascii()`
+    reads a flag CPython keeps with each text: no text is scanned or copied here."""
+    if events or not span.name.isascii():
+        return False
+    description = span.status.description
+    if description and not description.isascii():
+        return False
+    for value in attributes.values():
+        kind = type(value)
+        if kind is str:
+            if not value.isascii():
+                return False
+        elif kind is tuple:
+            for item in value:
+                if type(item) is not str:
+                    if not _scalar(item):
+                        return False
+                elif not item.isascii():
+                    return False
+        elif not _scalar(value):  # a mapping, a text of a str subclass: looked at in full
+            return False
+    return True
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or type(value) in _SCALARS
+
+
+_SCALARS: Final = frozenset({int, float, bool, bytes})
 
 
 def _redacted(span: ReadableSpan, policy: ContentPolicy) -> ReadableSpan:
@@ -89,19 +131,27 @@ def _redacted(span: ReadableSpan, policy: ContentPolicy) -> ReadableSpan:
     return _copy(span, attributes=span.attributes, events=events, status=status)
 
 
-def _joined(values: Any) -> str:
-    return "".join(v for v in values if type(v) is str)
-
-
-def _text(value: Any) -> str:
-    return value if type(value) is str else _joined(value)
+def _texts(value: Any) -> Iterator[str]:
+    """Every text in an attribute value: itself, or those of a sequence or mapping (the SDK's
+    extended attributes nest them)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, tuple | list):
+        for item in value:
+            yield from _texts(item)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _texts(key)
+            yield from _texts(item)
 
 
 def _fixed(value: Any) -> Any:
     if isinstance(value, str):
         return _SURROGATE.sub(_REPLACEMENT, value)
     if isinstance(value, tuple | list):
-        return tuple(_SURROGATE.sub(_REPLACEMENT, v) if isinstance(v, str) else v for v in value)
+        return tuple(_fixed(v) for v in value)
+    if isinstance(value, Mapping):
+        return {_fixed(k): _fixed(v) for k, v in value.items()}
     return value
 
 
@@ -111,23 +161,22 @@ def _fixed_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def encodable(span: ReadableSpan) -> ReadableSpan:
     """The span with every lone surrogate of its name, attributes, events and status replaced (the
-    same object when it has none: the usual case, found in one pass over its attribute values and
-    one `isascii()` of its texts joined). Attribute keys are not looked at (they are names)."""
-    return _encodable(span, span.attributes or {}, span.events)
+    same object when it has none: the usual case, an ASCII span, found without scanning a text).
+    Attribute keys are not looked at (they are names)."""
+    attributes = _plain(span.attributes)
+    events = span.events
+    return span if _all_ascii(span, attributes, events) else _encodable(span, attributes, events)
 
 
 def _encodable(span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Event]) -> ReadableSpan:
-    # a plain dict at C speed (BoundedAttributes.copy(), through the span's read-only view), not
-    # the view's item by item, lock and all
-    values = attributes.copy().values() if hasattr(attributes, "copy") else dict(attributes).values()
-    texts = [v if type(v) is str else _joined(v) for v in values if type(v) is str or type(v) is tuple]
+    texts = [text for value in attributes.values() for text in _texts(value)]
     texts.append(span.name)
     description = span.status.description
     if description:
         texts.append(description)
-    for event in events:  # few spans have events
+    for event in events:
         texts.append(event.name)
-        texts += [_text(v) for v in (event.attributes or {}).values() if type(v) is str or type(v) is tuple]
+        texts += [text for value in (event.attributes or {}).values() for text in _texts(value)]
     joined = "".join(texts)
     if joined.isascii() or _SURROGATE.search(joined) is None:
         return span
