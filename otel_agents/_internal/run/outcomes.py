@@ -21,6 +21,7 @@ import contextvars
 import importlib
 import inspect
 import logging
+import sys
 import threading
 import time
 import weakref
@@ -44,13 +45,14 @@ logger = logging.getLogger(__name__)
 RECENT_RUNS: Final = 4096
 """Runs known in memory, by id (the oldest started forgotten first; the store still knows them)."""
 CALLABLE_TIMEOUT_S: Final = 5.0
+_SPAN_ID_BITS: Final = (1 << 64) - 1
 
 
 class RunRef:
     """What an outcome needs of a run, and no more (`RECENT_RUNS` of them are kept): its id, where
     its trace is, what records it, the names of its outcomes, and its span while it is open."""
 
-    __slots__ = ("live", "outcomes", "recording", "run_id", "span_id", "trace_id", "workflow")
+    __slots__ = ("ids", "live", "outcomes", "recording", "run_id", "workflow")
 
     def __init__(
         self,
@@ -62,14 +64,24 @@ class RunRef:
         live: weakref.ref[WorkflowSpan] | None,
     ) -> None:
         self.run_id = run_id
-        self.trace_id = trace_id
-        self.span_id = span_id
-        self.workflow = workflow
+        self.ids = trace_id << 64 | span_id
+        """Its trace id and its span's id in one int (one object of 56 bytes, not two of 80)."""
+        self.workflow = sys.intern(workflow) if type(workflow) is str else workflow
+        """Its team's name, one text for all the runs of a name (a team built for each run names
+        each run with a text of its own)."""
         self.recording = recording
         self.live = live
         """The run's span while it is open (let go as it ends)."""
         self.outcomes: tuple[str, ...] = ()
         """The names of its outcomes recorded: a second of the same name is refused."""
+
+    @property
+    def trace_id(self) -> int:
+        return self.ids >> 64
+
+    @property
+    def span_id(self) -> int:
+        return self.ids & _SPAN_ID_BITS
 
     def open_span(self) -> WorkflowSpan | None:
         live = self.live
