@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from otel_agents._internal.explain.analysis import explain_spans
     from otel_agents._internal.explain.findings import Thresholds
-    from otel_agents._internal.explain.readers import read_store
+    from otel_agents._internal.export.store.explained import read_store
     from otel_agents._internal.export.store.reader import Store
 
     store = Path(tempfile.mkdtemp(prefix="bench-explain-"))

@@ -83,6 +83,7 @@ def run(args: argparse.Namespace, existing_store: Callable[[str | None], Store])
     from otel_agents._internal.explain.analysis import explain_spans
     from otel_agents._internal.explain.errors import ExplainError
     from otel_agents._internal.explain.text import render
+    from otel_agents._internal.export.store.explained import read_store
 
     thresholds = _thresholds(args)
     chosen = args.run_in_trace
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace, existing_store: Callable[[str | None], Store])
                 "or read a trace with --jaeger URL or --file FILE"
             )
         store = existing_store(args.store)
-        read = readers.read_store(store, args.run)
+        read = read_store(store, args.run)
         if chosen is not None:
             read = replace(read, run=chosen)
     explanation = explain_spans(read.spans, read.run, thresholds, where=read.where)

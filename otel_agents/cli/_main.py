@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, NoReturn
 
 from otel_agents._internal.config.params import environment
 from otel_agents._internal.config.settings import ConfigError, store_dir
+from otel_agents._internal.report.cost import DIMENSIONS
 from otel_agents._version import __version__
 
-from ._cost import DIMENSIONS
 from ._explain import add_parser as add_explain_parser
 from ._prices import add_parser as add_prices_parser
 from ._prices import run as prices
@@ -144,7 +144,8 @@ def _show(args: argparse.Namespace) -> int:
 def _cost(args: argparse.Namespace) -> int:
     import time
 
-    from ._cost import BY_CALL, cost_rows, parse_outcome, parse_since, total, with_outcomes
+    from otel_agents._internal.report.cost import BY_CALL, cost_rows, parse_outcome, parse_since, total, with_outcomes
+
     from ._render import console, cost_notes, cost_table, iso_utc, outcome_notes
 
     since_ns: int | None = None

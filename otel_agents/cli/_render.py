@@ -23,8 +23,7 @@ from rich.tree import Tree
 
 from otel_agents._internal import keys as sc
 from otel_agents._internal.export.store.reader import StoredOutcome, StoredRun, StoredSpan
-
-from ._cost import OUTCOME_NAME, CostRow, exact_cost, micro, run_micro
+from otel_agents._internal.report.cost import OUTCOME_NAME, CostRow, exact_cost, micro, run_micro
 
 _BAR: Final = 24
 _GUIDE: Final = 4

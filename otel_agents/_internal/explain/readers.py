@@ -1,5 +1,5 @@
-"""Where a run's spans are read from, each as `Span`s for the one analysis: the embedded store (only
-the run's trace is read), Jaeger's query API (`/api/v3/traces/{trace_id}`, OTLP JSON), an OTLP
+"""Where a run's spans are read from, each as `Span`s for the one analysis (the embedded store:
+`otel_agents._internal.export.store.explained`): Jaeger's query API (`/api/v3/traces/{trace_id}`, OTLP JSON), an OTLP
 JSON file, and the SDK's `ReadableSpan`s in process."""
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from otel_agents._internal.explain.otlp_json import spans_of_text
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
-    from otel_agents._internal.export.store.reader import Store, StoredSpan
 
 JAEGER_TIMEOUT_S: Final = 10.0
 _HEX: Final = frozenset("0123456789abcdef")
@@ -40,55 +39,13 @@ def _plain(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
-def _plain_attributes(values: Mapping[str, Any] | None) -> dict[str, Any]:
+def plain_attributes(values: Mapping[str, Any] | None) -> dict[str, Any]:
     return {k: _plain(v) for k, v in (values or {}).items()}
 
 
-# --- the store -----------------------------------------------------------------------------------
-
-
-def stored_span(stored: StoredSpan) -> Span:
-    data = stored.data
-    status = data.get("status") or {}
-    return Span(
-        name=stored.name,
-        trace_id=stored.trace_id,
-        span_id=stored.span_id,
-        parent_id=stored.parent_span_id or None,
-        start_ns=stored.start_ns,
-        end_ns=stored.end_ns,
-        attributes=_plain_attributes(stored.attributes),
-        events=tuple(
-            SpanEvent(str(e.get("name", "")), int(e.get("timestamp") or 0), _plain_attributes(e.get("attributes")))
-            for e in data.get("events") or ()
-        ),
-        status=str(status.get("code") or "UNSET"),
-    )
-
-
-def _is_trace_id(text: str) -> bool:
+def is_trace_id(text: str) -> bool:
+    """Whether `text` is a whole trace id (32 lowercase hexadecimal digits)."""
     return len(text) == 32 and set(text) <= _HEX
-
-
-def read_store(store: Store, ident: str) -> Read:
-    """The trace of the run `ident` names (a run id or a unique prefix of one), or the trace `ident`
-    is the id of: only that trace's spans are read."""
-    from otel_agents._internal.export.store.reader import RunNotFound as NotInStore
-
-    wanted = ident.strip().lower()
-    try:
-        run = store.find_run(ident)
-    except NotInStore as error:
-        if _is_trace_id(wanted):
-            spans = [stored_span(s) for s in store.spans(wanted)]
-            if spans:
-                return Read(spans, None, f"trace {wanted}")
-            raise RunNotFound(f"no run or trace {ident!r} in the store at {store.directory}") from None
-        raise RunNotFound(str(error)) from None
-    spans = [stored_span(s) for s in store.spans(run.trace_id)]
-    if not spans:
-        raise RunNotFound(f"run {run.run_id} is listed in the store at {store.directory}, but its spans are not")
-    return Read(spans, run.run_id, f"trace {run.trace_id}")
 
 
 # --- an OTLP JSON file ---------------------------------------------------------------------------
