@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: creates .venv, installs what the tests need (Arize
 # Phoenix in its own .venv-phoenix, OpenLIT in its own .venv-openlit, Debian's docker-compose,
-# prometheus and alertmanager; builds Jaeger and the Collector from their Go modules where Go is
-# installed), runs lint, the type check, the layer contract (lint-imports) and the strict docs
+# prometheus, alertmanager and chromium; builds Jaeger and the Collector from their Go modules where
+# Go is installed), runs lint, the type check, the layer contract (lint-imports) and the strict docs
 # build; then, only when no pytest arguments are given, the tests marked for each further run (the
 # markers in pyproject.toml say what each selects): the AutoGen- and SDK-facing tests
 # (`lowest_versions`) on the lowest supported versions (.venv-lowest), the OpenLIT test (`openlit`,
@@ -29,11 +29,13 @@ trap 'kill -- -"$build_pid" 2>/dev/null || kill "$build_pid" 2>/dev/null || true
 source scripts/_venv.sh '[test]'
 
 # Debian packages the tests run for real: docker-compose (validates deploy/ without an engine),
-# Prometheus with promtool, and Alertmanager.
+# Prometheus with promtool, Alertmanager, and chromium (the web page's tests drive it headless
+# through Playwright, which comes from PyPI: its own browser download is never used).
 missing=()
 command -v docker-compose >/dev/null || missing+=(docker-compose)
 command -v prometheus >/dev/null && command -v promtool >/dev/null || missing+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || missing+=(prometheus-alertmanager)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null

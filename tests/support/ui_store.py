@@ -1,0 +1,133 @@
+"""A store holding the runs the web page's tests and the docs' screenshots look at, filled by an app
+(tests/support/ui_store_app.py, in a process of its own) through the real OpenAI client against the
+tests' OpenAI-compatible server, and read back through `otel-agents runs --json`.
+
+    runs = fill_ui_store(directory)        # some 3 s
+    runs.loop_guard["run_id"]              # each kind's row of `runs --json`
+    runs.run_ids                           # every run id, newest first
+
+The runs (teams review, slogans, research and notes; users ana and ben; content capture on):
+success (outcome success), max_messages (stopped by MaxMessageTermination, outcome failure),
+loop_guard (stopped by LoopGuard), failing_tool (its tool raised, outcome failure), resumed_first and
+resumed_second (one conversation: the team's state saved after the first, loaded into a new team for
+the second; outcomes success), markup (a task and reply holding MARKUP texts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.support.cli import ROOT, cli
+from tests.support.ui_store_app import IMG_MARKUP, MARKUP_REPLY, MARKUP_TASK, SCRIPT_MARKUP, SESSION_PREFIX
+
+KINDS = ("success", "max_messages", "loop_guard", "failing_tool", "resumed_first", "resumed_second", "markup")
+MARKUP = (SCRIPT_MARKUP, IMG_MARKUP)
+"""The two texts of the markup run that a page must show as text and never run: they would set
+`window.__xss` to 1 and 2."""
+
+__all__ = ["KINDS", "MARKUP", "MARKUP_REPLY", "MARKUP_TASK", "UiRuns", "fill_ui_store"]
+
+
+@dataclass(frozen=True)
+class UiRuns:
+    store: Path
+    rows: list[dict[str, Any]]
+    """`otel-agents runs --json --limit 100` over the store, newest first."""
+
+    def of(self, kind: str) -> dict[str, Any]:
+        """The row of the run of `kind` (one of KINDS)."""
+        (row,) = [r for r in self.rows if r["session_id"] == SESSION_PREFIX + kind]
+        return row
+
+    @property
+    def run_ids(self) -> list[str]:
+        return [str(r["run_id"]) for r in self.rows]
+
+    def id(self, kind: str) -> str:
+        return str(self.of(kind)["run_id"])
+
+    @property
+    def success(self) -> dict[str, Any]:
+        return self.of("success")
+
+    @property
+    def max_messages(self) -> dict[str, Any]:
+        return self.of("max_messages")
+
+    @property
+    def loop_guard(self) -> dict[str, Any]:
+        return self.of("loop_guard")
+
+    @property
+    def failing_tool(self) -> dict[str, Any]:
+        return self.of("failing_tool")
+
+    @property
+    def resumed(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The two runs of the resumed conversation, first run first."""
+        return self.of("resumed_first"), self.of("resumed_second")
+
+    @property
+    def markup(self) -> dict[str, Any]:
+        return self.of("markup")
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def fill_ui_store(directory: Path, *, within_s: float = 120) -> UiRuns:
+    """Fill `directory` (a store, made if missing) with the runs above and read them back; the app
+    must succeed within `within_s`. The runs are checked to be what their names say."""
+    directory.mkdir(parents=True, exist_ok=True)
+    # the app's telemetry goes to the store only, whatever this process's environment says
+    env = {name: value for name, value in os.environ.items() if not name.startswith("OTEL_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.support.ui_store_app", str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=within_s,
+        cwd=ROOT,
+        env=env,
+        preexec_fn=_default_sigint,
+        check=False,
+    )
+    assert done.returncode == 0, f"the store's app failed ({done.returncode}):\n{done.stderr[-4000:]}"
+    listed = cli("--store", str(directory), "runs", "--json", "--limit", "100")
+    assert listed.returncode == 0, listed.stderr
+    runs = UiRuns(directory, json.loads(listed.stdout))
+    _check(runs)
+    return runs
+
+
+def _check(runs: UiRuns) -> None:
+    """Each run is what its kind says (a change in AutoGen or the store would otherwise leave the
+    page's tests looking at something else)."""
+    assert sorted(str(r["session_id"]).removeprefix(SESSION_PREFIX) for r in runs.rows) == sorted(KINDS), runs.rows
+    assert {r["team"] for r in runs.rows} == {"review", "slogans", "research", "notes"}
+    assert {r["user_id"] for r in runs.rows} == {"ana", "ben"}
+    labels = {kind: [o["label"] for o in runs.of(kind)["outcomes"]] for kind in KINDS}
+    assert labels == {
+        "success": ["success"],
+        "max_messages": ["failure"],
+        "loop_guard": [],
+        "failing_tool": ["failure"],
+        "resumed_first": ["success"],
+        "resumed_second": ["success"],
+        "markup": [],
+    }, labels
+    assert runs.success["stop_kind"] == "text_mention"
+    assert runs.max_messages["stop_kind"] == "max_messages"
+    assert runs.loop_guard["stop_kind"] == "loop_guard"
+    first, second = runs.resumed
+    assert first["conversation_id"] == second["conversation_id"], "one conversation, resumed"
+    assert len({r["conversation_id"] for r in runs.rows}) == len(KINDS) - 1
+    assert all(r["cost_usd"] and r["input_tokens"] > 0 for r in runs.rows), "every call priced and counted"
