@@ -1,0 +1,742 @@
+"""The pages and their JSON: each page is drawn from the JSON of its `/api/` path, which the same
+report code makes for the CLI (`runs --json`, `cost --json`, `explain --json`).
+
+Every store read goes through the store's reader, which never writes; every failure a user can
+meet is an `Answer` (a page, or `{"error": ...}` under `/api/`) saying what is wrong: a bad filter
+(400), an unknown or ambiguous run (404, with the prefix's matches), a missing, damaged or newer
+store (503)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, get_args
+
+from markupsafe import Markup
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+
+from otel_agents._internal import keys as sc
+from otel_agents._internal.explain.errors import ExplainError
+from otel_agents._internal.export.store.reader import RunNotFound, Store, StoredRun, StoredSpan, run_subtree
+from otel_agents._internal.export.store.schema import StoreDamaged, StoreError, StoreVersionError
+from otel_agents._internal.report import cost as cost_report_module
+from otel_agents._internal.report.explained import explain_stored
+from otel_agents._internal.report.runs import SORTS, RunFilter, list_runs, run_filter
+from otel_agents._internal.report.trace import shown_costs
+from otel_agents._internal.run.stop import StopKind
+from otel_agents.ui import charts
+from otel_agents.ui.waterfall import waterfall
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
+
+    from otel_agents._internal.explain.model import Explanation
+
+logger = logging.getLogger(__name__)
+
+PER_PAGE: Final = 50
+RUN_FILTERS: Final = ("team", "user_id", "stop_kind", "outcome", "finding", "since", "until")
+STOP_KINDS: Final = get_args(StopKind)
+COST_RANGES: Final = ("24h", "7d", "30d", "90d")
+LOOP_STOPS: Final = ("loop_guard", "max_messages")
+"""The stops the cost page counts over time: a loop guard's, a message limit's."""
+EMPTY_STORE: Final = (
+    "No runs in this store yet. Put one in: run `otel-agents demo` (an offline demo team), or call "
+    "`otel_agents.configure()` in your app (or start it under `opentelemetry-instrument`) and run a team: "
+    "with no OTLP endpoint set, its runs land in this store."
+)
+
+
+class Answer(Exception):
+    """A request that cannot be answered with its page: the status and what to say."""
+
+    def __init__(self, status: int, message: str, *, matches: Sequence[dict[str, Any]] = ()) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.matches = list(matches)
+
+
+def _money(value: float | None) -> str:
+    """Dollars to the micro-dollar, as every command shows them (the JSON's figure, exactly)."""
+    if value is None:
+        return "-"
+    micro = round(value * 1_000_000)
+    return f"${micro // 1_000_000:,}.{micro % 1_000_000:06d}"
+
+
+def _tokens(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:,.1f} s"
+
+
+def _when(iso: str | None) -> str:
+    return "-" if not iso else iso[:19].replace("T", " ")
+
+
+def _signed(value: float | int | None, kind: str = "tokens") -> str:
+    if value is None:
+        return "-"
+    if kind == "money":
+        return ("+" if value > 0 else "-" if value < 0 else "±") + _money(abs(float(value)))
+    if kind == "seconds":
+        return ("+" if value > 0 else "-" if value < 0 else "±") + _seconds(abs(float(value)))
+    return f"{value:+,}" if value else "±0"
+
+
+FILTERS: Final[Mapping[str, Callable[..., str]]] = {
+    "money": _money,
+    "tokens": _tokens,
+    "seconds": _seconds,
+    "when": _when,
+    "signed": _signed,
+}
+
+
+@dataclass
+class Page:
+    """What every page template gets besides its own figures."""
+
+    title: str
+    store: str
+    notices: list[str] = field(default_factory=list)
+
+
+def _ns_of(iso: str) -> int:
+    return int(datetime.fromisoformat(iso).timestamp() * 1e9)
+
+
+def _day(iso: str) -> str:
+    return iso[:10]
+
+
+class Site:
+    """The pages over one store directory."""
+
+    def __init__(self, directory: Path, environment: Environment) -> None:
+        self.directory = directory
+        self.environment = environment
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def _store(self, notices: list[str]) -> Store:
+        if not self.directory.exists():
+            raise Answer(
+                503,
+                f"no store at {self.directory}: the directory does not exist. Give the store your app writes to "
+                "(otel-agents ui --store DIR, or OTEL_AGENTS_STORE), or put a run in this one: otel-agents demo",
+            )
+        if not self.directory.is_dir():
+            raise Answer(503, f"no store at {self.directory}: not a directory")
+        return Store(self.directory, notice=notices.append)
+
+    def _guarded(
+        self, request: Request, build: Callable[[Store, list[str]], Any], *, api: bool, template: str | None = None
+    ) -> Response:
+        notices: list[str] = []
+        try:
+            store = self._store(notices)
+            result = build(store, notices)
+        except Answer as answer:
+            return self._problem(request, answer, api=api, notices=notices)
+        except (StoreVersionError, StoreDamaged) as error:
+            return self._problem(request, Answer(503, str(error)), api=api, notices=notices)
+        except StoreError as error:
+            return self._problem(request, Answer(503, str(error)), api=api, notices=notices)
+        except Exception as error:  # a page that failed says so, never with a traceback on the page
+            logger.exception("otel-agents ui: %s failed", request.url.path)
+            message = f"this page failed: {type(error).__name__}: {error}".splitlines()[0]
+            return self._problem(request, Answer(500, message), api=api, notices=notices)
+        if isinstance(result, Response):
+            return result
+        if api:
+            return JSONResponse(result)
+        assert template is not None
+        return self._html(template, result, notices)
+
+    def _html(self, template: str, context: Mapping[str, Any], notices: Sequence[str], status: int = 200) -> Response:
+        page = Page(title=str(context.get("title", "otel-agents")), store=str(self.directory), notices=list(notices))
+        body = self.environment.get_template(template).render(site=page, **context)
+        return HTMLResponse(body, status_code=status)
+
+    def _problem(self, request: Request, answer: Answer, *, api: bool, notices: Sequence[str] = ()) -> Response:
+        if api:
+            payload: dict[str, Any] = {"error": answer.message}
+            if answer.matches:
+                payload["matches"] = answer.matches
+            return JSONResponse(payload, status_code=answer.status)
+        return self._html(
+            "error.html",
+            {"title": f"{answer.status}: otel-agents", "status": answer.status, "answer": answer},
+            notices,
+            status=answer.status,
+        )
+
+    async def not_found(self, request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 404)
+        message = "no such page" if status == 404 else "only GET and HEAD are served"
+        return self._problem(request, Answer(status, message), api=request.url.path.startswith("/api/"))
+
+    # --- the runs list -----------------------------------------------------------------------
+
+    @staticmethod
+    def _filters(request: Request, extra: Iterable[str] = ()) -> tuple[RunFilter, dict[str, str], str, int]:
+        params = request.query_params
+        known = {*RUN_FILTERS, "sort", "page", *extra}
+        unknown = sorted(set(params) - known)
+        if unknown:
+            raise Answer(400, f"unknown parameter {unknown[0]!r}: the runs take {', '.join(sorted(known))}")
+        given = {name: params[name].strip() for name in RUN_FILTERS if params.get(name, "").strip()}
+        try:
+            where = run_filter(
+                team=given.get("team"),
+                user_id=given.get("user_id"),
+                stop_kind=given.get("stop_kind"),
+                outcome=given.get("outcome"),
+                finding=given.get("finding"),
+                since=given.get("since"),
+                until=given.get("until"),
+            )
+        except ValueError as error:
+            raise Answer(400, _as_parameter(str(error))) from None
+        sort = params.get("sort", "time") or "time"
+        if sort not in SORTS:
+            raise Answer(400, f"sort {sort!r}: expected one of {', '.join(SORTS)}")
+        raw_page = params.get("page", "1") or "1"
+        if not raw_page.isdigit() or int(raw_page) < 1:
+            raise Answer(400, f"page {raw_page!r}: expected a page number from 1")
+        return where, given, sort, int(raw_page)
+
+    def _runs(self, store: Store, request: Request, extra: Iterable[str] = ()) -> dict[str, Any]:
+        where, given, sort, page = self._filters(request, extra)
+        found = list_runs(store, where, sort=sort, limit=PER_PAGE, offset=(page - 1) * PER_PAGE)
+        pages = max(math.ceil(found.total / PER_PAGE), 1)
+        if page > pages and found.total:
+            raise Answer(400, f"page {page}: there are {pages} pages of runs for these filters")
+        return {
+            "runs": found.rows,
+            "total": found.total,
+            "page": page,
+            "pages": pages,
+            "per_page": PER_PAGE,
+            "sort": sort,
+            "filters": given,
+        }
+
+    def runs_api(self, request: Request) -> Response:
+        return self._guarded(request, lambda store, _: self._runs(store, request), api=True)
+
+    def runs_page(self, request: Request) -> Response:
+        partial = request.query_params.get("partial") == "rows"
+
+        def build(store: Store, notices: list[str]) -> Any:
+            listed = self._runs(store, request, extra=("partial",))
+            empty = listed["total"] == 0 and not listed["filters"] and not list_runs(store, limit=1).total
+            query = {**listed["filters"], "sort": listed["sort"]}
+            context = {
+                "title": "Runs · otel-agents",
+                **listed,
+                "empty": EMPTY_STORE if empty else None,
+                "stop_kinds": STOP_KINDS,
+                "sorts": SORTS,
+                "query": query,
+                "live": listed["page"] == 1 and listed["sort"] == "time",
+                "poll": "/api/runs?" + _query({**listed["filters"], "sort": "time"}),
+                "rows_url": "/?" + _query({**listed["filters"], "sort": "time", "partial": "rows"}),
+            }
+            if partial:
+                return self._html("runs_rows.html", context, notices)
+            return self._html("runs.html", context, notices)
+
+        return self._guarded(request, build, api=False)
+
+    # --- one run -----------------------------------------------------------------------------
+
+    def _explained(self, store: Store, ident: str) -> tuple[Explanation, StoredRun | None, list[StoredSpan]]:
+        try:
+            explanation = explain_stored(store, ident)
+        except ExplainError as error:
+            raise Answer(404, str(error), matches=self._matches(store, ident)) from None
+        except RunNotFound as error:
+            raise Answer(404, str(error), matches=self._matches(store, ident)) from None
+        except ValueError as error:
+            raise Answer(404, str(error)) from None
+        run_id = explanation.run.run_id
+        stored = store.find_run(run_id) if run_id is not None else None
+        spans = store.spans(explanation.run.trace_id)
+        if run_id is not None:
+            spans = run_subtree(run_id, spans)
+        return explanation, stored, spans
+
+    @staticmethod
+    def _matches(store: Store, ident: str) -> list[dict[str, Any]]:
+        cleaned = ident.strip().lower()
+        if not cleaned or any(c not in "0123456789abcdef" for c in cleaned):
+            return []
+        finder = getattr(store, "runs_with_prefix", None)
+        if finder is None:
+            return []
+        return [{"run_id": r.run_id, "team": r.team, "started_ns": r.started_ns} for r in finder(cleaned, 10)]
+
+    def _run_json(self, store: Store, ident: str) -> dict[str, Any]:
+        explanation, run, spans = self._explained(store, ident)
+        costs = shown_costs(run, spans)[1] if run is not None else {}
+        payload = explanation.to_dict()
+        payload["spans"] = [_span_json(span, costs) for span in spans]
+        return payload
+
+    def run_api(self, request: Request) -> Response:
+        ident = request.path_params["run"]
+        return self._guarded(request, lambda store, _: self._run_json(store, ident), api=True)
+
+    def run_page(self, request: Request) -> Response:
+        ident = request.path_params["run"]
+        opened = request.query_params.get("open") or None
+        chosen = request.query_params.get("span") or None
+
+        def build(store: Store, notices: list[str]) -> Any:
+            explanation, run, spans = self._explained(store, ident)
+            costs = shown_costs(run, spans)[1] if run is not None else {}
+            drawn = waterfall(spans, costs, opened)
+            data = explanation.to_dict()
+            others = (
+                [r for r in store.conversation_runs(run.conversation_id) if r.run_id != run.run_id]
+                if run is not None and run.conversation_id
+                else []
+            )
+            detail = next((s for s in spans if s.span_id == chosen), None) if chosen else None
+            state = _run_state(explanation, run, drawn.orphans)
+            return {
+                "title": f"Run {(explanation.run.run_id or explanation.run.trace_id)[:12]} · otel-agents",
+                "x": data,
+                "explanation": explanation,
+                "summary": _summary_line(data),
+                "state": state,
+                "waterfall": drawn,
+                "ident": ident,
+                "others": others,
+                "detail": _span_detail(detail, costs) if detail is not None else None,
+                "agent_chart": charts.hbars(
+                    "tokens per agent",
+                    [
+                        (
+                            a["agent"],
+                            a["input_tokens"] + a["output_tokens"],
+                            f"{a['input_tokens'] + a['output_tokens']:,} tokens · {_money(a['cost_usd'])}",
+                        )
+                        for a in data["agents"]
+                    ],
+                )
+                if data["agents"]
+                else None,
+                "turn_chart": charts.hbars(
+                    "tokens per turn",
+                    [
+                        (
+                            f"{t['index']} {t['agent']}",
+                            t["input_tokens"] + t["output_tokens"],
+                            f"{t['input_tokens'] + t['output_tokens']:,} · {_money(t['cost_usd'])}",
+                        )
+                        for t in data["turns"][:200]
+                    ],
+                )
+                if data["turns"]
+                else None,
+                "context_chart": _context_chart(explanation),
+            }
+
+        return self._guarded(request, build, api=False, template="run.html")
+
+    def span_part(self, request: Request) -> Response:
+        ident, span_id = request.path_params["run"], request.path_params["span"]
+
+        def build(store: Store, notices: list[str]) -> Any:
+            _, run, spans = self._explained(store, ident)
+            costs = shown_costs(run, spans)[1] if run is not None else {}
+            span = next((s for s in spans if s.span_id == span_id), None)
+            if span is None:
+                raise Answer(404, f"no span {span_id!r} in run {ident!r}")
+            return self._html("span_detail.html", {"detail": _span_detail(span, costs)}, notices)
+
+        return self._guarded(request, build, api=False)
+
+    def otlp_download(self, request: Request) -> Response:
+        ident = request.path_params["run"]
+
+        def build(store: Store, notices: list[str]) -> Any:
+            _, _, spans = self._explained(store, ident)
+            text = _otlp_json(spans)
+            name = f"otel-agents-{ident[:16]}.otlp.json"
+            return Response(
+                text,
+                media_type="application/json",
+                headers={"content-disposition": f'attachment; filename="{name}"'},
+            )
+
+        return self._guarded(request, build, api=True)
+
+    # --- cost --------------------------------------------------------------------------------
+
+    @staticmethod
+    def _cost_params(request: Request, allowed: Iterable[str] = ("by", "since")) -> tuple[str, str | None, int | None]:
+        params = request.query_params
+        unknown = sorted(set(params) - set(allowed))
+        if unknown:
+            raise Answer(400, f"unknown parameter {unknown[0]!r}: the cost takes {', '.join(allowed)}")
+        by = params.get("by", "team") or "team"
+        if by not in cost_report_module.DIMENSIONS:
+            raise Answer(400, f"by {by!r}: expected one of {', '.join(cost_report_module.DIMENSIONS)}")
+        since = params.get("since") or None
+        since_ns = None
+        if since is not None:
+            try:
+                since_ns = time.time_ns() - cost_report_module.parse_since(since) * 1_000_000_000
+            except ValueError as error:
+                raise Answer(400, str(error).replace("--since", "since")) from None
+        return by, since, since_ns
+
+    def cost_api(self, request: Request) -> Response:
+        def build(store: Store, _: list[str]) -> Any:
+            by, _since, since_ns = self._cost_params(request)
+            return cost_report_module.cost_report(store, by, since_ns=since_ns)
+
+        return self._guarded(request, build, api=True)
+
+    def _days(self, store: Store, by: str, since_ns: int | None) -> dict[str, Any]:
+        """Per day (UTC) of the range: the rows of `cost --json --by BY` over that day's runs, the
+        day's runs by outcome, and its runs stopped by a loop guard or a message limit."""
+        runs = list_runs(store, RunFilter(since_ns=since_ns), limit=1, sort="time")
+        if not runs.total:
+            return {"days": [], "by": by}
+        oldest = list_runs(store, RunFilter(since_ns=since_ns), limit=1, offset=runs.total - 1).rows[0]
+        first = datetime.fromisoformat(oldest["started_at"]).astimezone(UTC).date()
+        last = datetime.now(UTC).date()
+        newest_start = datetime.fromisoformat(runs.rows[0]["started_at"]).astimezone(UTC).date()
+        last = max(last, newest_start)
+        days = []
+        day = first
+        while day <= last:
+            start = datetime(day.year, day.month, day.day, tzinfo=UTC)
+            start_ns = max(int(start.timestamp()) * 1_000_000_000, since_ns or 0)
+            end_ns = int((start + timedelta(days=1)).timestamp()) * 1_000_000_000
+            rows = cost_report_module.cost_report(store, by, since_ns=start_ns, until_ns=end_ns)
+            whole = cost_report_module.cost_report(store, "day", since_ns=start_ns, until_ns=end_ns)
+            stops = {
+                kind: list_runs(store, RunFilter(since_ns=start_ns, until_ns=end_ns, stop_kind=kind), limit=1).total
+                for kind in LOOP_STOPS
+            }
+            days.append({"day": day.isoformat(), "rows": rows, "total": whole[0] if whole else None, "stops": stops})
+            day += timedelta(days=1)
+        return {"days": days, "by": by}
+
+    def cost_days_api(self, request: Request) -> Response:
+        def build(store: Store, _: list[str]) -> Any:
+            by, _since, since_ns = self._cost_params(request)
+            return self._days(store, by, since_ns)
+
+        return self._guarded(request, build, api=True)
+
+    def cost_page(self, request: Request) -> Response:
+        def build(store: Store, notices: list[str]) -> Any:
+            by, since, since_ns = self._cost_params(request)
+            rows = cost_report_module.cost_report(store, by, since_ns=since_ns)
+            if not rows and not list_runs(store, limit=1).total:
+                return {
+                    "title": "Cost · otel-agents",
+                    "empty": EMPTY_STORE,
+                    "by": by,
+                    "since": since,
+                    "dimensions": cost_report_module.DIMENSIONS,
+                    "ranges": COST_RANGES,
+                    "rows": [],
+                }
+            days = self._days(store, by, since_ns)["days"]
+            slots = [d["day"] for d in days]
+            spend = {
+                row["key"]: {
+                    d["day"]: (r["cost_usd"] or 0.0) for d in days for r in d["rows"] if r["key"] == row["key"]
+                }
+                for row in rows
+            }
+            costliest = list_runs(store, RunFilter(since_ns=since_ns), sort="cost", limit=10).rows
+            per_success = [d["total"].get("cost_per_outcome_usd") if d["total"] else None for d in days]
+            share = [
+                (d["total"]["outcomes"].get("success", 0) / d["total"]["runs"] * 100)
+                if d["total"] and d["total"].get("outcomes") and d["total"]["runs"]
+                else None
+                for d in days
+            ]
+            stop_series = [charts.Series(kind, [d["stops"][kind] for d in days]) for kind in LOOP_STOPS]
+            return {
+                "title": "Cost · otel-agents",
+                "empty": None,
+                "by": by,
+                "since": since,
+                "dimensions": cost_report_module.DIMENSIONS,
+                "ranges": COST_RANGES,
+                "rows": rows,
+                "days": days,
+                "costliest": costliest,
+                "spend_chart": charts.stacked_bars(
+                    f"spend per day by {by}", slots, charts.day_series(slots, spend), unit="$"
+                ),
+                "success_chart": charts.line("spend per successful run, per day", per_success, "day", "$")
+                if any(v is not None for v in per_success)
+                else None,
+                "share_chart": charts.line("share of successful runs, per day (%)", share, "day")
+                if any(v is not None for v in share)
+                else None,
+                "stops_chart": charts.stacked_bars(
+                    "runs stopped by a loop guard or a message limit", slots, stop_series
+                ),
+                "per_success": list(zip(slots, per_success, share, strict=True)),
+            }
+
+        return self._guarded(request, build, api=False, template="cost.html")
+
+    # --- compare -----------------------------------------------------------------------------
+
+    def _compare(self, store: Store, request: Request) -> dict[str, Any]:
+        params = request.query_params
+        unknown = sorted(set(params) - {"a", "b"})
+        if unknown:
+            raise Answer(400, f"unknown parameter {unknown[0]!r}: compare takes a and b")
+        a, b = params.get("a", "").strip(), params.get("b", "").strip()
+        if not a or not b:
+            raise Answer(400, "compare needs two runs: /compare?a=RUN&b=RUN (run ids, unique prefixes or trace ids)")
+        left, right = self._explained(store, a)[0], self._explained(store, b)[0]
+        return {"a": left, "b": right}
+
+    def compare_api(self, request: Request) -> Response:
+        def build(store: Store, _: list[str]) -> Any:
+            compared = self._compare(store, request)
+            left, right = compared["a"].to_dict(), compared["b"].to_dict()
+            return {"a": left, "b": right, "difference": _difference(left, right)}
+
+        return self._guarded(request, build, api=True)
+
+    def compare_page(self, request: Request) -> Response:
+        def build(store: Store, notices: list[str]) -> Any:
+            compared = self._compare(store, request)
+            left, right = compared["a"].to_dict(), compared["b"].to_dict()
+            return {
+                "title": "Compare · otel-agents",
+                "a": left,
+                "b": right,
+                "difference": _difference(left, right),
+                "ids": (request.query_params["a"], request.query_params["b"]),
+                "agents": _side_by_side(left["agents"], right["agents"], "agent"),
+                "turns": _side_by_side(left["turns"], right["turns"], "index"),
+                "context_chart": _compare_context_chart(compared["a"], compared["b"]),
+            }
+
+        return self._guarded(request, build, api=False, template="compare.html")
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+
+
+def _query(values: Mapping[str, Any]) -> str:
+    from urllib.parse import urlencode
+
+    return urlencode({k: v for k, v in values.items() if v not in (None, "")})
+
+
+def href(path: str, base: Mapping[str, Any] | None = None, **changes: Any) -> str:
+    """`path` with the query `base` updated by `changes` (a link that keeps the page's filters)."""
+    query = _query({**(base or {}), **changes})
+    return f"{path}?{query}" if query else path
+
+
+_OPTIONS: Final = {"--user": "user_id", "--stop-kind": "stop_kind"}
+
+
+def _as_parameter(message: str) -> str:
+    """The `runs` option a message names, as the page's parameter (`--stop-kind 'x'` -> `stop_kind 'x'`)."""
+    option, space, rest = message.partition(" ")
+    if option.startswith("--") and space:
+        return f"{_OPTIONS.get(option, option[2:].replace('-', '_'))} {rest}"
+    return message
+
+
+def _span_json(span: StoredSpan, costs: Mapping[str, int | None]) -> dict[str, Any]:
+    return {
+        "name": span.name,
+        "span_id": span.span_id,
+        "parent_span_id": span.parent_span_id,
+        "start_ns": span.start_ns,
+        "duration_s": round((span.end_ns - span.start_ns) / 1e9, 6),
+        "status": span.data.get("status", {}).get("code"),
+        "attributes": span.attributes,
+        "events": span.data.get("events") or [],
+    }
+
+
+def _span_detail(span: StoredSpan, costs: Mapping[str, int | None]) -> dict[str, Any]:
+    cost = costs.get(span.span_id) if sc.COST_USD in span.attributes else None
+    return {
+        "span": span,
+        "duration_s": (span.end_ns - span.start_ns) / 1e9,
+        "status": span.data.get("status", {}),
+        "attributes": sorted((k, _shown(v)) for k, v in span.attributes.items()),
+        "events": [
+            {
+                "name": str(event.get("name", "")),
+                "at_s": (int(event.get("timestamp") or 0) - span.start_ns) / 1e9,
+                "attributes": sorted((k, _shown(v)) for k, v in (event.get("attributes") or {}).items()),
+            }
+            for event in span.data.get("events") or []
+        ],
+        "cost_usd": None if cost is None else cost / 1_000_000,
+    }
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _summary_line(data: Mapping[str, Any]) -> str:
+    run = data["run"]
+    parts = [
+        f"{run.get('team') or 'run'}",
+        f"{run.get('turns', 0)} turn{'' if run.get('turns') == 1 else 's'}",
+        f"{(run.get('input_tokens') or 0) + (run.get('output_tokens') or 0):,} tokens",
+        _money(run.get("cost_usd")),
+        _seconds(run.get("duration_s")),
+    ]
+    if run.get("stop_kind"):
+        parts.append(f"stopped: {run['stop_kind']}")
+    return " · ".join(parts)
+
+
+def _run_state(explanation: Explanation, run: StoredRun | None, orphans: int) -> str | None:
+    if run is None:
+        return (
+            "This trace holds no finished run: its run span is not stored (the run is still open, or it was cut "
+            "short before its end). What has arrived so far is shown."
+        )
+    if orphans:
+        return (
+            f"This trace was cut short: {orphans} span{'s' if orphans != 1 else ''} arrived without "
+            "their parent (a span lost on the way); they are drawn at the top level."
+        )
+    return None
+
+
+def _context_chart(explanation: Explanation) -> Markup | None:
+    points: list[float | None] = [turn.first_input_tokens for turn in explanation.turns]
+    if not points or all(p is None for p in points):
+        return None
+    return charts.line("input tokens of each turn's first call (the context)", points)
+
+
+def _compare_context_chart(a: Explanation, b: Explanation) -> Markup | None:
+    left = [t.first_input_tokens for t in a.turns]
+    right = [t.first_input_tokens for t in b.turns]
+    if not any(p is not None for p in [*left, *right]):
+        return None
+    return charts.lines(
+        "input tokens of each turn's first call (the context), A and B",
+        [
+            charts.Series("A", [math.nan if p is None else float(p) for p in left]),
+            charts.Series("B", [math.nan if p is None else float(p) for p in right]),
+        ],
+    )
+
+
+_DIFFERENCES: Final = (
+    ("turns", "tokens"),
+    ("messages", "tokens"),
+    ("calls", "tokens"),
+    ("input_tokens", "tokens"),
+    ("output_tokens", "tokens"),
+    ("cost_usd", "money"),
+    ("duration_s", "seconds"),
+)
+
+
+def _difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """B minus A for each figure both runs have (null where either is unknown)."""
+    out: dict[str, Any] = {}
+    for key, _ in _DIFFERENCES:
+        left, right = a["run"].get(key), b["run"].get(key)
+        out[key] = None if left is None or right is None else round(right - left, 6)
+    growth_a, growth_b = a["context"].get("growth_tokens_per_turn"), b["context"].get("growth_tokens_per_turn")
+    out["growth_tokens_per_turn"] = None if growth_a is None or growth_b is None else round(growth_b - growth_a, 3)
+    out["stop_kind_changed"] = a["run"].get("stop_kind") != b["run"].get("stop_kind")
+    kinds_a = {f["kind"] for f in a["findings"]}
+    kinds_b = {f["kind"] for f in b["findings"]}
+    out["findings_only_in_a"] = sorted(kinds_a - kinds_b)
+    out["findings_only_in_b"] = sorted(kinds_b - kinds_a)
+    return out
+
+
+def _side_by_side(
+    left: Sequence[Mapping[str, Any]], right: Sequence[Mapping[str, Any]], key: str
+) -> list[dict[str, Any]]:
+    """Rows of A and B matched by `key` (agent name, turn index), with B minus A."""
+    by_a = {row[key]: row for row in left}
+    by_b = {row[key]: row for row in right}
+    rows = []
+    for name in list(dict.fromkeys([*by_a, *by_b])):
+        ra, rb = by_a.get(name), by_b.get(name)
+        tokens_a = None if ra is None else ra["input_tokens"] + ra["output_tokens"]
+        tokens_b = None if rb is None else rb["input_tokens"] + rb["output_tokens"]
+        cost_a = None if ra is None else ra.get("cost_usd")
+        cost_b = None if rb is None else rb.get("cost_usd")
+        rows.append(
+            {
+                "key": name,
+                "agent_a": None if ra is None else ra.get("agent"),
+                "agent_b": None if rb is None else rb.get("agent"),
+                "tokens_a": tokens_a,
+                "tokens_b": tokens_b,
+                "tokens_diff": None if tokens_a is None or tokens_b is None else tokens_b - tokens_a,
+                "cost_a": cost_a,
+                "cost_b": cost_b,
+                "cost_diff": None if cost_a is None or cost_b is None else round(cost_b - cost_a, 6),
+            }
+        )
+    return rows
+
+
+def _otlp_json(spans: Sequence[StoredSpan]) -> str:
+    """The spans as one OTLP/JSON `ExportTraceServiceRequest` (ids in hex, as the specification asks),
+    which `otel-agents explain --file` reads back."""
+    from google.protobuf import json_format  # type: ignore[import-untyped]
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from otel_agents._internal.export.replay import readable_span
+
+    message = json_format.MessageToDict(encode_spans([readable_span(s) for s in spans]))
+    for resource in message.get("resourceSpans", []):
+        for scope in resource.get("scopeSpans", []):
+            for span in scope.get("spans", []):
+                for name in ("traceId", "spanId", "parentSpanId"):
+                    if span.get(name):
+                        span[name] = _hex(span[name])
+                for link in span.get("links", []):
+                    for name in ("traceId", "spanId"):
+                        if link.get(name):
+                            link[name] = _hex(link[name])
+    return json.dumps(message)
+
+
+def _hex(value: str) -> str:
+    import base64
+
+    return base64.b64decode(value).hex()
