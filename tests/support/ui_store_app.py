@@ -10,8 +10,9 @@ Every reply is scripted; nothing sleeps. The runs, in order:
   max_messages team "review", user ben: the critic never approves, MaxMessageTermination, outcome failure
   loop_guard   team "slogans", user ana: the same note again and again, stopped by LoopGuard
   failing_tool team "research", user ben: its tool raises, outcome failure
-  resumed      team "research", user ana: two runs of one conversation, the second after the team's
-               state was saved and loaded into a new team (the same conversation id, a span link)
+  resumed      team "research" (a researcher with a tool, a writer), user ana: two runs of one
+               conversation, the second after the team's state was saved and loaded into a new team
+               (the same conversation id, a span link), outcomes success
   markup       team "notes", user ben: a task and a reply holding <script> and an onerror attribute
 """
 
@@ -54,12 +55,17 @@ async def search(query: str) -> str:
     return f"two results for {query}"
 
 
-def research(server: OpenAIServer, tool: Any) -> RoundRobinGroupChat:
+def research(server: OpenAIServer, tool: Any, *, writer: bool = False) -> RoundRobinGroupChat:
+    """A researcher with one tool (and, with `writer`, a writer after it, in turn), until someone
+    says DONE."""
     researcher = AssistantAgent(
         "researcher", model_client=openai_client(server), tools=[tool], reflect_on_tool_use=True
     )
-    stop = TextMentionTermination("DONE") | MaxMessageTermination(6)
-    return RoundRobinGroupChat([researcher], termination_condition=stop, name="research")
+    participants = [researcher]
+    if writer:
+        participants.append(AssistantAgent("writer", model_client=openai_client(server)))
+    stop = TextMentionTermination("DONE") | MaxMessageTermination(10)
+    return RoundRobinGroupChat(participants, termination_condition=stop, name="research")
 
 
 def kind(user: str, name: str) -> Any:
@@ -99,17 +105,32 @@ async def fill(server: OpenAIServer) -> None:
         result = await research(server, fetch_page).run(task="Read the launch page.")
     otel_agents.record_outcome(result, "failure")
 
-    server.play([Reply(tool_call=("search", {"query": "launch date"})), Reply(text="It is on Monday. DONE")])
-    first = research(server, search)
+    server.play(
+        [
+            Reply(tool_call=("search", {"query": "launch date"})),
+            Reply(text="Found: the launch is on Monday."),
+            Reply(text="Draft: we launch on Monday."),
+            Reply(tool_call=("search", {"query": "launch venue"})),
+            Reply(text="Found: it is in the main hall."),
+            Reply(text="Final: we launch on Monday, in the main hall. DONE"),
+        ]
+    )
+    first = research(server, search, writer=True)
     with kind("ana", "resumed_first"):
-        result = await first.run(task="When is the launch?")
+        result = await first.run(task="Write a line on when and where we launch.")
     otel_agents.record_outcome(result, "success")
     state = await first.save_state()
-    server.play([Reply(tool_call=("search", {"query": "launch time"})), Reply(text="At nine. DONE")])
-    second = research(server, search)
+    server.play(
+        [
+            Reply(tool_call=("search", {"query": "launch time"})),
+            Reply(text="Found: the doors open at nine."),
+            Reply(text="Final: we launch on Monday at nine, in the main hall. DONE"),
+        ]
+    )
+    second = research(server, search, writer=True)
     await second.load_state(state)
     with kind("ana", "resumed_second"):
-        result = await second.run(task="And at what time?")
+        result = await second.run(task="Add the time.")
     otel_agents.record_outcome(result, "success")
 
     server.play([Reply(text=MARKUP_REPLY)])
