@@ -134,9 +134,10 @@ def lines(title: str, series: Sequence[Series], x_label: str = "turn", unit: str
                     f'<circle class="dot s{n % PALETTE}" cx="{x:.1f}" cy="{y:.1f}" r="3"><title>{named}'
                     f"{escape(x_label)} {i + 1}: {escape(unit)}{_number(value)}</title></circle>"
                 )
-        if one.name:
-            body.append(f'<rect class="s{n % PALETTE}" x="{left + 10 + n * 120}" y="{top}" width="10" height="10"/>')
-            body.append(f'<text class="legend" x="{left + 24 + n * 120}" y="{top + 9}">{escape(one.name[:14])}</text>')
+        if one.name:  # the legend, under the axis, between its two labels
+            x = left + plot_w / 2 - 60 * len(series) + n * 120
+            body.append(f'<rect class="s{n % PALETTE}" x="{x:.0f}" y="{height - 15}" width="10" height="10"/>')
+            body.append(f'<text class="legend" x="{x + 14:.0f}" y="{height - 6}">{escape(one.name[:14])}</text>')
     return _svg(_WIDTH, height, title, body)
 
 

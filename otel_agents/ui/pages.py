@@ -277,7 +277,7 @@ class Site:
         stored = store.find_run(run_id) if run_id is not None else None
         spans = store.spans(explanation.run.trace_id)
         if run_id is not None:
-            spans = run_subtree(run_id, spans)
+            spans = _with_orphans(run_subtree(run_id, spans), spans)
         return explanation, stored, spans
 
     @staticmethod
@@ -621,6 +621,30 @@ def _summary_line(data: Mapping[str, Any]) -> str:
     if run.get("stop_kind"):
         parts.append(f"stopped: {run['stop_kind']}")
     return " · ".join(parts)
+
+
+def _with_orphans(run: list[StoredSpan], trace: Sequence[StoredSpan]) -> list[StoredSpan]:
+    """The run's spans and, where the trace was cut short (a span lost on the way), the spans whose
+    parent is not stored, with what descends from them: they may be this run's."""
+    stored = {s.span_id for s in trace}
+    lost = [s for s in trace if s.parent_span_id and s.parent_span_id not in stored]
+    if not lost:
+        return run
+    kept = {s.span_id for s in run}
+    children: dict[str, list[StoredSpan]] = {}
+    for span in trace:
+        if span.parent_span_id:
+            children.setdefault(span.parent_span_id, []).append(span)
+    pending = [s for s in lost if s.span_id not in kept]
+    extra: list[StoredSpan] = []
+    while pending:
+        span = pending.pop()
+        if span.span_id in kept:
+            continue
+        kept.add(span.span_id)
+        extra.append(span)
+        pending += children.get(span.span_id, [])
+    return [*run, *extra]
 
 
 def _run_state(explanation: Explanation, run: StoredRun | None, orphans: int) -> str | None:

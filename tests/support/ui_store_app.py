@@ -141,12 +141,20 @@ async def fill(server: OpenAIServer) -> None:
         ).run(task=MARKUP_TASK)
 
 
-async def main(store: str) -> None:
+async def one_more(server: OpenAIServer, name: str) -> None:
+    """One more run (team "late", user ana, session `ui-fixture-NAME`): a run that ends while a page is open."""
+    server.play([Reply(text="Draft: doors open at nine."), Reply(text="Fine. APPROVE")])
+    with kind("ana", name):
+        await review(server, limit=6, name="late").run(task="Write the door note.")
+
+
+async def main(store: str, late: str | None = None) -> None:
     with OpenAIServer() as server:
         with otel_agents.configure(store=store, capture_content="SPAN_AND_EVENT") as telemetry:
-            await fill(server)
+            await (fill(server) if late is None else one_more(server, late))
             assert telemetry.force_flush(), "the store took every run"
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1]))
+    # `STORE` fills it; `STORE --late NAME` adds one run, session ui-fixture-NAME
+    asyncio.run(main(sys.argv[1], sys.argv[3] if sys.argv[2:3] == ["--late"] else None))

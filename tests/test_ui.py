@@ -1,0 +1,425 @@
+"""`otel-agents ui` over HTTP, started as a user starts it: every page's JSON is the CLI's JSON for
+the same store; safe by default (the Host check, GET only, the Content-Security-Policy); bad input
+answered with a page that says what is wrong; readers never change the store's main file.
+
+(The pages in a real browser: tests/test_ui_browser.py.)"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+from tests.support.cli import ROOT, cli
+from tests.support.ui_server import ui_server
+from tests.support.ui_store import UiRuns, fill_ui_store
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def ui_runs(tmp_path_factory: pytest.TempPathFactory) -> UiRuns:
+    return fill_ui_store(tmp_path_factory.mktemp("ui-store"))
+
+
+@pytest.fixture(scope="module")
+def ui(ui_runs: UiRuns) -> Iterator[Any]:
+    with ui_server(ui_runs.store) as server:
+        yield server
+
+
+def get(server: Any, path: str, *, host: str | None = None, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        connection.putrequest(method, path, skip_host=True)
+        connection.putheader("Host", host if host is not None else f"127.0.0.1:{server.port}")
+        connection.endheaders()
+        answer = connection.getresponse()
+        return answer.status, {k.lower(): v for k, v in answer.getheaders()}, answer.read()
+    finally:
+        connection.close()
+
+
+def get_json(server: Any, path: str, status: int = 200) -> Any:
+    code, headers, body = get(server, path)
+    assert code == status, (path, code, body[:500])
+    assert headers["content-type"].startswith("application/json"), headers
+    return json.loads(body)
+
+
+def cli_json(store: Path, *args: str) -> Any:
+    done = cli("--store", str(store), *args, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# --- the same figures as the CLI ------------------------------------------------------------------
+
+
+def test_the_runs_json_is_the_rows_of_runs_json(ui: Any, ui_runs: UiRuns) -> None:
+    page = get_json(ui, "/api/runs")
+    assert page["total"] == len(ui_runs.rows) == 7
+    assert page["runs"] == cli_json(ui_runs.store, "runs", "--limit", "100")
+    for row in page["runs"]:
+        assert isinstance(row["turns"], int) and isinstance(row["findings"], list), row
+    assert "repeated_messages" in ui_runs.loop_guard["findings"] or "repeated_messages" in next(
+        r["findings"] for r in page["runs"] if r["run_id"] == ui_runs.id("loop_guard")
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "options"),
+    [
+        ({"team": "research"}, ["--team", "research"]),
+        ({"user_id": "ben"}, ["--user", "ben"]),
+        ({"stop_kind": "loop_guard"}, ["--stop-kind", "loop_guard"]),
+        ({"outcome": "failure"}, ["--outcome", "failure"]),
+        ({"finding": "tool_errors"}, ["--finding", "tool_errors"]),
+        ({"since": "1d", "sort": "cost"}, ["--since", "1d", "--sort", "cost"]),
+        ({"until": "1d"}, ["--until", "1d"]),
+        ({"sort": "tokens"}, ["--sort", "tokens"]),
+        ({"sort": "duration", "team": "review"}, ["--sort", "duration", "--team", "review"]),
+    ],
+)
+def test_each_filter_lists_the_runs_the_cli_lists(
+    ui: Any, ui_runs: UiRuns, query: Mapping[str, str], options: list[str]
+) -> None:
+    page = get_json(ui, "/api/runs?" + urlencode(query))
+    listed = cli_json(ui_runs.store, "runs", "--limit", "100", *options)
+    assert page["runs"] == listed
+    assert page["total"] == len(listed)
+    if "until" not in query:
+        assert listed, f"{query} should match some of the fixture's runs"
+
+
+@pytest.mark.parametrize("by", ["team", "user", "model", "agent", "conversation", "day"])
+def test_the_cost_json_is_cost_json(ui: Any, ui_runs: UiRuns, by: str) -> None:
+    assert get_json(ui, f"/api/cost?by={by}") == cli_json(ui_runs.store, "cost", "--by", by)
+    assert get_json(ui, f"/api/cost?by={by}&since=7d") == cli_json(ui_runs.store, "cost", "--by", by, "--since", "7d")
+
+
+def test_the_cost_page_shows_the_rows_of_cost_json(ui: Any, ui_runs: UiRuns) -> None:
+    code, _, body = get(ui, "/cost?by=team")
+    assert code == 200
+    html = body.decode()
+    for row in cli_json(ui_runs.store, "cost", "--by", "team"):
+        assert f'data-key="{row["key"]}"' in html
+        micro = round(row["cost_usd"] * 1_000_000)
+        assert f"${micro // 1_000_000}.{micro % 1_000_000:06d}" in html
+
+
+def test_a_run_json_is_explain_json_with_its_spans(ui: Any, ui_runs: UiRuns) -> None:
+    run_id = ui_runs.id("loop_guard")
+    answer = get_json(ui, f"/api/runs/{run_id[:10]}")
+    spans = answer.pop("spans")
+    assert answer == cli_json(ui_runs.store, "explain", run_id)
+    shown = cli_json(ui_runs.store, "show", run_id)["spans"]
+    assert sorted(s["span_id"] for s in spans) == sorted(s["span_id"] for s in shown)
+    assert {k for s in spans for k in s} >= {"name", "span_id", "parent_span_id", "attributes", "events", "status"}
+
+
+def test_the_downloaded_trace_is_read_back_by_explain_file(ui: Any, ui_runs: UiRuns, tmp_path: Path) -> None:
+    run_id = ui_runs.id("failing_tool")
+    code, headers, body = get(ui, f"/api/runs/{run_id}/otlp.json")
+    assert code == 200
+    assert headers["content-disposition"].startswith("attachment;"), headers
+    saved = tmp_path / "trace.json"
+    saved.write_bytes(body)
+    from_file = json.loads(cli("explain", "--file", str(saved), "--json").stdout)
+    from_store = cli_json(ui_runs.store, "explain", run_id)
+    from_store["run"]["outcomes"] = from_file["run"]["outcomes"]  # recorded after the run: in the store only
+    assert from_file == from_store
+
+
+def test_compare_gives_each_difference(ui: Any, ui_runs: UiRuns) -> None:
+    first, second = (r["run_id"] for r in ui_runs.resumed)
+    answer = get_json(ui, f"/api/compare?a={first}&b={second}")
+    a, b = cli_json(ui_runs.store, "explain", first), cli_json(ui_runs.store, "explain", second)
+    assert answer["a"] == a and answer["b"] == b
+    for key in ("turns", "input_tokens", "output_tokens", "duration_s"):
+        assert answer["difference"][key] == pytest.approx(b["run"][key] - a["run"][key]), key
+    assert answer["difference"]["cost_usd"] == pytest.approx(b["run"]["cost_usd"] - a["run"]["cost_usd"])
+
+
+# --- safe by default ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.1:{port}", "localhost", "localhost:{port}", "LOCALHOST:{port}"])
+def test_the_bound_address_and_localhost_are_served(ui: Any, host: str) -> None:
+    code, _, _ = get(ui, "/", host=host.format(port=ui.port))
+    assert code == 200
+
+
+@pytest.mark.parametrize(
+    "host", ["evil.example", "evil.example:{port}", "127.0.0.1.evil.example", "192.168.1.10:{port}", ""]
+)
+def test_another_host_header_is_refused_so_dns_rebinding_reads_nothing(ui: Any, host: str) -> None:
+    for path in ("/", "/api/runs", "/static/app.js"):
+        code, _, body = get(ui, path, host=host.format(port=ui.port))
+        assert code == 403, (host, path, code)
+        assert b"run_id" not in body
+
+
+def test_an_allowed_host_is_served(ui_runs: UiRuns) -> None:
+    with ui_server(ui_runs.store, "--allow-host", "agents.internal") as server:
+        assert get(server, "/api/runs", host="agents.internal")[0] == 200
+        assert get(server, "/api/runs", host=f"agents.internal:{server.port}")[0] == 200
+        assert get(server, "/api/runs", host="other.internal")[0] == 403
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
+def test_only_get_and_head_are_served(ui: Any, method: str) -> None:
+    code, headers, _ = get(ui, "/api/runs", method=method)
+    assert code == 405
+    assert headers["allow"] == "GET, HEAD"
+
+
+def test_every_answer_carries_a_policy_with_no_inline_script(ui: Any, ui_runs: UiRuns) -> None:
+    for path in ("/", f"/runs/{ui_runs.id('markup')}", "/cost", "/api/runs", "/runs/ffff", "/static/style.css"):
+        _, headers, _ = get(ui, path)
+        policy = headers["content-security-policy"]
+        assert "script-src 'self'" in policy and "unsafe-inline" not in policy and "unsafe-eval" not in policy
+        assert headers["x-content-type-options"] == "nosniff"
+        assert headers["x-frame-options"] == "DENY"
+
+
+def test_stored_markup_is_sent_escaped(ui: Any, ui_runs: UiRuns) -> None:
+    run_id = ui_runs.id("markup")
+    spans = get_json(ui, f"/api/runs/{run_id}")["spans"]
+    chat = next(s for s in spans if s["name"].startswith("chat"))
+    _, _, body = get(ui, f"/runs/{run_id}?span={chat['span_id']}")
+    html = body.decode()
+    assert "&lt;script&gt;window.__xss=1&lt;/script&gt;" in html
+    assert "<script>window.__xss" not in html and "<img src=x" not in html
+    assert "<script" not in html.replace('<script src="/static/app.js" defer></script>', "")
+
+
+def test_no_request_changes_the_stores_main_file(ui_runs: UiRuns) -> None:
+    main = ui_runs.store / "spans.sqlite3"
+    before = digest(main)
+    first, second = (r["run_id"] for r in ui_runs.resumed)
+    with ui_server(ui_runs.store) as server:
+        for path in (
+            "/",
+            "/?sort=cost&team=review",
+            "/api/runs?finding=tool_errors",
+            f"/runs/{first}",
+            f"/api/runs/{first}",
+            f"/api/runs/{first}/otlp.json",
+            "/cost?by=model",
+            "/api/cost?by=day",
+            "/api/cost/days?by=team",
+            f"/compare?a={first}&b={second}",
+            "/runs/0000",
+        ):
+            assert get(server, path)[0] in (200, 404), path
+    assert digest(main) == before
+
+
+# --- bad input: a page that says what is wrong ----------------------------------------------------
+
+
+def test_an_unknown_run_is_a_404_that_says_so(ui: Any) -> None:
+    answer = get_json(ui, "/api/runs/0123456789abcdef", status=404)
+    assert "0123456789abcdef" in answer["error"]
+    code, headers, body = get(ui, "/runs/0123456789abcdef")
+    assert code == 404 and headers["content-type"].startswith("text/html")
+    assert b"0123456789abcdef" in body and b"Traceback" not in body
+
+
+def test_an_ambiguous_prefix_is_a_404_listing_its_matches(ui_runs: UiRuns, tmp_path: Path) -> None:
+    store = _copy(ui_runs.store, tmp_path / "twins")
+    row = ui_runs.success
+    twin = row["run_id"][:6] + "f" * 26 if row["run_id"][6] != "f" else row["run_id"][:6] + "0" * 26
+    with sqlite3.connect(store / "spans.sqlite3") as connection:  # a second run whose id starts the same
+        connection.execute(
+            "INSERT INTO runs (run_id, trace_id, team, started_ns, ended_ns) "
+            "SELECT ?, trace_id, team, started_ns + 1, ended_ns FROM runs WHERE run_id = ?",
+            (twin, row["run_id"]),
+        )
+    prefix = row["run_id"][:6]
+    with ui_server(store) as server:
+        answer = get_json(server, f"/api/runs/{prefix}", status=404)
+        assert "ambiguous" in answer["error"]
+        assert sorted(m["run_id"] for m in answer["matches"]) == sorted([row["run_id"], twin])
+        _, _, body = get(server, f"/runs/{prefix}")
+        for run_id in (row["run_id"], twin):
+            assert f'href="/runs/{run_id}"'.encode() in body
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ("since=yesterday", "since"),
+        ("until=2026-13-40", "until"),
+        ("stop_kind=bored", "stop_kind"),
+        ("finding=nonsense", "finding"),
+        ("sort=price", "sort"),
+        ("page=0", "page"),
+        ("colour=blue", "colour"),
+        ("outcome==", "outcome"),
+    ],
+)
+def test_a_bad_filter_is_a_400_naming_it(ui: Any, query: str, named: str) -> None:
+    answer = get_json(ui, f"/api/runs?{query}", status=400)
+    assert answer["error"].startswith(named) or f"'{named}'" in answer["error"], answer
+    code, _, body = get(ui, f"/?{query}")
+    assert code == 400 and named.encode() in body and b"Traceback" not in body
+
+
+def test_a_bad_cost_parameter_is_a_400_naming_it(ui: Any) -> None:
+    assert "by" in get_json(ui, "/api/cost?by=planet", status=400)["error"]
+    assert "since" in get_json(ui, "/api/cost?since=forever", status=400)["error"]
+
+
+def test_an_empty_store_says_how_to_put_a_run_in_it(tmp_path: Path) -> None:
+    (tmp_path / "store").mkdir()
+    with ui_server(tmp_path / "store") as server:
+        code, _, body = get(server, "/")
+        assert code == 200 and b"otel-agents demo" in body
+        assert get_json(server, "/api/runs") == {
+            "runs": [],
+            "total": 0,
+            "page": 1,
+            "pages": 1,
+            "per_page": 50,
+            "sort": "time",
+            "filters": {},
+        }
+        code, _, body = get(server, "/cost")
+        assert code == 200 and b"otel-agents demo" in body
+
+
+def test_a_missing_store_directory_is_said(tmp_path: Path) -> None:
+    with ui_server(tmp_path / "nowhere") as server:
+        code, _, body = get(server, "/")
+        assert code == 503 and b"does not exist" in body
+        assert "does not exist" in get_json(server, "/api/runs", status=503)["error"]
+
+
+def test_a_store_of_a_newer_schema_is_said_as_the_cli_says_it(ui_runs: UiRuns, tmp_path: Path) -> None:
+    store = tmp_path / "newer"
+    store.mkdir()
+    with sqlite3.connect(store / "spans.sqlite3") as connection:
+        connection.execute("PRAGMA user_version = 999")
+    said = cli("--store", str(store), "runs").stderr
+    assert "newer" in said
+    with ui_server(store) as server:
+        error = get_json(server, "/api/runs", status=503)["error"]
+        assert error in said
+
+
+def test_a_damaged_store_is_said(tmp_path: Path) -> None:
+    store = tmp_path / "damaged"
+    store.mkdir()
+    (store / "spans.sqlite3").write_bytes(b"this is not a database" * 100)
+    with ui_server(store) as server:
+        error = get_json(server, "/api/runs", status=503)["error"]
+        assert "damaged" in error
+        code, _, body = get(server, "/")
+        assert code == 503 and b"damaged" in body and b"Traceback" not in body
+    assert (store / "spans.sqlite3").read_bytes() == b"this is not a database" * 100, "a reader moves nothing"
+
+
+def test_compare_without_two_runs_is_a_400(ui: Any) -> None:
+    assert "two runs" in get_json(ui, "/api/compare?a=abc", status=400)["error"]
+
+
+# --- the command --------------------------------------------------------------------------------
+
+
+def test_sigint_stops_it_at_once_with_exit_0(ui_runs: UiRuns) -> None:
+    with ui_server(ui_runs.store, expect_exit=None) as server:
+        server.process.send_signal(signal.SIGINT)
+        assert server.process.wait(timeout=10) == 0
+
+
+def test_a_port_in_use_is_said_in_one_line(ui: Any, ui_runs: UiRuns) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "otel_agents", "--store", str(ui_runs.store), "ui", "--port", str(ui.port)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert (
+        done.stderr.strip().startswith("otel-agents ui: cannot listen on 127.0.0.1:")
+        and "\n" not in done.stderr.strip()
+    )
+
+
+def test_a_bad_port_is_a_usage_error() -> None:
+    done = cli("ui", "--port", "70000")
+    assert done.returncode == 2 and "--port 70000" in done.stderr
+
+
+def test_the_demo_ends_by_naming_the_page(tmp_path: Path) -> None:
+    done = cli("--store", str(tmp_path / "store"), "demo")
+    assert done.returncode == 0, done.stderr
+    assert " ui\n" in done.stdout and "web page" in done.stdout
+
+
+def test_without_the_web_extra_one_line_says_which_install_brings_it() -> None:
+    blocked = (
+        "import sys; sys.modules['starlette'] = None; from otel_agents.cli import main; raise SystemExit(main(['ui']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", blocked], capture_output=True, text=True, timeout=60, cwd=ROOT, check=False
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line == (
+        "otel-agents: error: otel-agents ui needs the web extra (starlette not installed): "
+        "pip install 'otel-agents[ui]'"
+    )
+
+
+def _copy(store: Path, to: Path) -> Path:
+    to.mkdir()
+    with sqlite3.connect(store / "spans.sqlite3") as source, sqlite3.connect(to / "spans.sqlite3") as target:
+        source.backup(target)
+    return to
+
+
+def test_a_trace_whose_run_has_not_ended_is_shown_as_open(ui_runs: UiRuns, tmp_path: Path) -> None:
+    store = _copy(ui_runs.store, tmp_path / "open")
+    row = ui_runs.failing_tool
+    with sqlite3.connect(store / "spans.sqlite3") as connection:  # as if the run span had not ended yet
+        connection.execute("DELETE FROM runs WHERE run_id = ?", (row["run_id"],))
+        connection.execute("DELETE FROM spans WHERE trace_id = ? AND name LIKE 'invoke_workflow%'", (row["trace_id"],))
+    with ui_server(store) as server:
+        code, _, body = get(server, f"/runs/{row['trace_id']}")
+        assert code == 200, body[:500]
+        assert b"no finished run" in body
+
+
+def test_a_trace_cut_short_by_a_lost_span_says_so(ui_runs: UiRuns, tmp_path: Path) -> None:
+    store = _copy(ui_runs.store, tmp_path / "cut")
+    row = ui_runs.loop_guard
+    with sqlite3.connect(store / "spans.sqlite3") as connection:  # an agent's span lost on the way
+        (span_id,) = connection.execute(
+            "SELECT span_id FROM spans WHERE trace_id = ? AND name LIKE 'invoke_agent%' ORDER BY start_ns LIMIT 1",
+            (row["trace_id"],),
+        ).fetchone()
+        connection.execute("DELETE FROM spans WHERE span_id = ?", (span_id,))
+    with ui_server(store) as server:
+        code, _, body = get(server, f"/runs/{row['run_id']}")
+        assert code == 200
+        assert b"cut short" in body
