@@ -94,9 +94,10 @@ def test_runs_json(demo_store: tuple[Path, Any]) -> None:
     assert set(run) == {
         "run_id", "trace_id", "team", "user_id", "session_id", "conversation_id", "started_at", "duration_s",
         "messages", "input_tokens", "output_tokens", "cost_usd", "stop_reason", "stop_kind", "unknown_usage_calls",
-        "outcomes",
+        "outcomes", "turns", "findings",
     }  # fmt: skip
     assert run["outcomes"] == [], "no outcome recorded"
+    assert (run["turns"], run["findings"], ben["turns"]) == (4, [], 2), "explain's turns and finding kinds"
     assert (run["user_id"], ben["user_id"]) == ("ana", "ben") and run["session_id"] is None
     assert re.fullmatch(r"[0-9a-f]{32}", run["conversation_id"]) and run["conversation_id"] != ben["conversation_id"]
     assert (ben["messages"], ben["input_tokens"], ben["output_tokens"]) == (3, 388 + 430, 17)

@@ -154,7 +154,7 @@ async def test_the_run_object_says_what_runs_json_says_with_turns_and_calls_adde
             assert explained["run"][key] == round(value, 3)
         else:
             assert explained["run"][key] == value, key
-    assert set(explained["run"]) - set(listed) == {"turns", "calls"}
+    assert set(explained["run"]) - set(listed) == {"calls"}, "runs --json has turns and findings too (issue 46)"
     assert micro(explained["run"]["cost_usd"]) > 0
 
 

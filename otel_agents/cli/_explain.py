@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from dataclasses import fields, replace
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,27 +67,17 @@ def _thresholds(args: argparse.Namespace) -> Thresholds:
         raise ExplainError(f"--{option.replace('_', '-')} {rest}") from None
 
 
-def _with_stored_outcomes(explanation: Explanation, store: Store) -> Explanation:
-    """The run's outcomes as the store has them: those recorded after it ended as well."""
-    run = explanation.run
-    stored = store.outcomes([run.run_id or ""]).get(run.run_id or "", [])
-    merged = {name: (name, label, score) for name, label, score in run.outcomes}
-    merged.update({o.name: (o.name, o.label, o.score) for o in stored})
-    outcomes = tuple(merged[name] for name in sorted(merged))
-    return replace(explanation, run=replace(run, outcomes=outcomes))
-
-
 def run(args: argparse.Namespace, existing_store: Callable[[str | None], Store]) -> int:
     """Read the trace, explain the run, print it (text, or `--json`)."""
     from otel_agents._internal.explain import readers
     from otel_agents._internal.explain.analysis import explain_spans
     from otel_agents._internal.explain.errors import ExplainError
     from otel_agents._internal.explain.text import render
-    from otel_agents._internal.export.store.explained import read_store
+    from otel_agents._internal.report.explained import explain_stored
 
     thresholds = _thresholds(args)
     chosen = args.run_in_trace
-    store: Store | None = None
+    explanation: Explanation | None = None
     if args.jaeger is not None:
         if args.run is None:
             raise ExplainError("--jaeger URL needs the trace id: otel-agents explain TRACE_ID --jaeger URL")
@@ -102,13 +92,9 @@ def run(args: argparse.Namespace, existing_store: Callable[[str | None], Store])
                 "name a run: otel-agents explain RUN (a run id from `otel-agents runs`, or a trace id), "
                 "or read a trace with --jaeger URL or --file FILE"
             )
-        store = existing_store(args.store)
-        read = read_store(store, args.run)
-        if chosen is not None:
-            read = replace(read, run=chosen)
-    explanation = explain_spans(read.spans, read.run, thresholds, where=read.where)
-    if store is not None and explanation.run.run_id is not None:
-        explanation = _with_stored_outcomes(explanation, store)
+        explanation = explain_stored(existing_store(args.store), args.run, thresholds, run=chosen)
+    if explanation is None:
+        explanation = explain_spans(read.spans, read.run, thresholds, where=read.where)
     if args.json:
         print(json.dumps(explanation.to_dict(), indent=2))
     else:

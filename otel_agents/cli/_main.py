@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, NoReturn
 from otel_agents._internal.config.params import environment
 from otel_agents._internal.config.settings import ConfigError, store_dir
 from otel_agents._internal.report.cost import DIMENSIONS
+from otel_agents._internal.report.runs import SORTS
 from otel_agents._version import __version__
 
 from ._explain import add_parser as add_explain_parser
@@ -21,6 +22,8 @@ from ._prices import add_parser as add_prices_parser
 from ._prices import run as prices
 from ._serve_demo_model import add_parser as add_serve_demo_model_parser
 from ._serve_demo_model import run as serve_demo_model
+from ._ui import MissingExtra
+from ._ui import add_parser as add_ui_parser
 
 if TYPE_CHECKING:
     from otel_agents._internal.export.store.reader import Store
@@ -53,13 +56,24 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("demo", help="run an offline demo team, then show its trace")
     runs = commands.add_parser("runs", help="list stored runs, newest first")
     runs.add_argument("--limit", type=int, default=20, help="at most this many runs (default 20)")
+    runs.add_argument("--team", help="only the runs of this team")
     runs.add_argument("--user", help="only the runs of this user id")
     runs.add_argument("--conversation", help="only the runs of this conversation (an id, or a prefix of one)")
-    runs.add_argument("--team", help="only the runs of this team")
+    runs.add_argument("--stop-kind", metavar="KIND", help="only the runs that stopped so (max_messages, error, ...)")
+    runs.add_argument(
+        "--outcome", metavar="[NAME=]LABEL", help="only the runs with this outcome: LABEL (of outcome), or NAME=LABEL"
+    )
+    runs.add_argument(
+        "--finding", metavar="KIND", help="only the runs explain finds this of (context_growth, tool_errors, ...)"
+    )
+    runs.add_argument("--since", help="only runs started since: 30m, 24h, 7d, 2w ago, or an ISO 8601 date or time")
+    runs.add_argument("--until", help="only runs started before: 30m, 24h, 7d, 2w ago, or an ISO 8601 date or time")
+    runs.add_argument("--sort", default="time", choices=SORTS, help="newest first (time), else highest first")
     runs.add_argument("--json", action="store_true", help="a JSON array instead of a table")
     cost = commands.add_parser("cost", help="tokens and cost of the stored runs, totalled per team, model, ...")
     cost.add_argument("--by", default="team", choices=DIMENSIONS, help="what a row is (default: team)")
     cost.add_argument("--since", help="only runs started in this last while: 30m, 24h, 7d, 2w")
+    cost.add_argument("--until", help="only runs started before this while ago: 30m, 24h, 7d, 2w")
     cost.add_argument("--json", action="store_true", help="a JSON array of rows instead of a table")
     cost.add_argument(
         "--outcome",
@@ -79,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     add_explain_parser(commands)
     add_serve_demo_model_parser(commands)
     add_prices_parser(commands)
+    add_ui_parser(commands)
     return parser
 
 
@@ -100,20 +115,38 @@ def _existing_store(argument: str | None) -> Store:
 
 
 def _runs(args: argparse.Namespace) -> int:
-    from ._render import console, run_json, runs_table
+    from otel_agents._internal.report.runs import find_runs, run_filter, run_json
+
+    from ._render import console, runs_table
 
     if args.limit < 1:
         raise UsageError(f"--limit {args.limit}: expected a number of at least 1")
-    store = _existing_store(args.store)
-    runs = store.runs(limit=args.limit, user=args.user, conversation=args.conversation, team=args.team)
-    filtered = any(value is not None for value in (args.user, args.conversation, args.team))
-    outcomes = store.outcomes([r.run_id for r in runs]) if runs else {}
+    given = {
+        "team": args.team,
+        "user_id": args.user,
+        "conversation": args.conversation,
+        "stop_kind": args.stop_kind,
+        "outcome": args.outcome,
+        "finding": args.finding,
+        "since": args.since,
+        "until": args.until,
+    }
+    try:
+        where = run_filter(**given)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    found = find_runs(_existing_store(args.store), where, sort=args.sort, limit=args.limit)
+    filtered = any(value is not None for value in given.values())
     if args.json:
-        print(json.dumps([run_json(r, outcomes.get(r.run_id, ())) for r in runs], indent=2))
-    elif not runs:
+        rows = [
+            run_json(r, found.outcomes.get(r.run_id, ()), summary=found.summaries.get(r.run_id)) for r in found.runs
+        ]
+        print(json.dumps(rows, indent=2))
+    elif not found.runs:
         print("no runs match" if filtered else "no runs yet")
     else:
-        console().print(runs_table(runs, outcomes))
+        findings = {run_id: listed.findings for run_id, listed in found.summaries.items()}
+        console().print(runs_table(found.runs, found.outcomes, findings))
     return 0
 
 
@@ -134,8 +167,10 @@ def _show(args: argparse.Namespace) -> int:
         else []
     )
     if args.json:
-        outcomes = store.outcomes([run.run_id, *(other.run_id for other in others)])
-        print(json.dumps(trace_json(run, spans, others, outcomes), indent=2))
+        from otel_agents._internal.report.runs import summaries_of
+
+        ids = [run.run_id, *(other.run_id for other in others)]
+        print(json.dumps(trace_json(run, spans, others, store.outcomes(ids), summaries_of(store, ids)), indent=2))
     else:
         console().print(trace_tree(run, spans, others))
     return 0
@@ -144,48 +179,49 @@ def _show(args: argparse.Namespace) -> int:
 def _cost(args: argparse.Namespace) -> int:
     import time
 
-    from otel_agents._internal.report.cost import BY_CALL, cost_rows, parse_outcome, parse_since, total, with_outcomes
+    from otel_agents._internal.report.cost import BY_CALL, parse_since, run_cost_stats, store_cost, total
 
     from ._render import console, cost_notes, cost_table, iso_utc, outcome_notes
 
-    since_ns: int | None = None
-    if args.since is not None:
-        try:
-            since_ns = time.time_ns() - parse_since(args.since) * 1_000_000_000
-        except ValueError as error:
-            raise UsageError(str(error)) from None
-    store = _existing_store(args.store)
-    runs = store.runs(since_ns=since_ns)
-    calls = store.calls(since_ns=since_ns)
-    rows = cost_rows(args.by, runs, calls)
+    now = time.time_ns()
     try:
-        name, outcome = parse_outcome(args.outcome)
+        since_ns = None if args.since is None else now - parse_since(args.since) * 1_000_000_000
+        until_ns = None if args.until is None else now - parse_since(args.until, "--until") * 1_000_000_000
+        if since_ns is not None and until_ns is not None and since_ns > until_ns:
+            raise ValueError(f"--since {args.since!r} is after --until {args.until!r}: nothing can match")
+        report = store_cost(
+            _existing_store(args.store), args.by, since_ns=since_ns, until_ns=until_ns, outcome=args.outcome
+        )
     except ValueError as error:
         raise UsageError(str(error)) from None
-    stored = store.outcomes([run.run_id for run in runs]) if runs else {}
-    labels = {run_id: o.label for run_id, found in stored.items() for o in found if o.name == name}
-    if labels:
-        with_outcomes(rows, labels, outcome, name)
+    rows = report.rows
     if args.json:
-        print(json.dumps([row.json() for row in rows], indent=2))
+        print(
+            json.dumps(
+                [{**row.json(), "run_cost_usd": run_cost_stats(report.run_micros.get(row.key, []))} for row in rows],
+                indent=2,
+            )
+        )
         return 0
-    if not runs:
-        print("no runs match" if since_ns is not None else "no runs yet")
+    if not report.runs:
+        print("no runs match" if since_ns is not None or until_ns is not None else "no runs yet")
         return 0
-    whole = total(rows, labels, outcome, name)
+    whole = total(rows, report.labels, report.outcome, report.name)
     what = "model calls of " if args.by in BY_CALL else ""
     when = f" started since {iso_utc(since_ns)[:16].replace('T', ' ')} UTC ({args.since})" if since_ns else ""
-    title = f"cost by {args.by}: {what}{len(runs)} run{'s' if len(runs) != 1 else ''}{when}"
+    if until_ns is not None:
+        when += (
+            f" {'and' if since_ns else 'started'} before {iso_utc(until_ns)[:16].replace('T', ' ')} UTC ({args.until})"
+        )
+    title = f"cost by {args.by}: {what}{report.runs} run{'s' if report.runs != 1 else ''}{when}"
     out = console()
     out.print(cost_table(args.by, rows, whole, title))
     for note in cost_notes(whole):
         out.print(note)
-    if args.outcome is not None and outcome not in labels.values():  # asked for, and none: under what name?
-        elsewhere: dict[str, int] = {}
-        for found in stored.values():
-            for other in {o.name for o in found if o.label == outcome and o.name != name}:
-                elsewhere[other] = elsewhere.get(other, 0) + 1
-        for note in outcome_notes(name, outcome, elsewhere):
+    if (
+        args.outcome is not None and report.outcome not in report.labels.values()
+    ):  # asked for, and none: under what name?
+        for note in outcome_notes(report.name, report.outcome, report.elsewhere):
             out.print(note, markup=False)  # labels and names are the app's text
     return 0
 
@@ -245,6 +281,7 @@ def _explain(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     import otel_agents
     from otel_agents._internal.export.store.reader import Store, run_subtree
+    from otel_agents._internal.export.store.writer import StoreWriter
     from otel_agents._internal.export.store_path import unwritable
 
     from ._demo import run_demo
@@ -261,6 +298,7 @@ def _demo(args: argparse.Namespace) -> int:
     run = store.find_run(run_ids[0])
     print()
     console().print(trace_tree(run, run_subtree(run.run_id, store.spans(run.trace_id))))
+    StoreWriter(store_dir).settle()  # the demo wrote the store: it leaves it closed, as a run's process does
     command = called = how_to_call()
     if args.store is not None:
         command += f" --store {shlex.quote(args.store)}"
@@ -268,10 +306,20 @@ def _demo(args: argparse.Namespace) -> int:
     print(f"  the runs       {command} runs")
     print(f"  this one       {command} show {run_ids[0][:8]}")
     print(f"  cost per user  {command} cost --by user")
+    print(f"  in a web page  {command} ui")
     activate = _activate_script() if os.sep in called.split()[0] else None  # a path: not on PATH
     if activate is not None:
         print(f"  (after 'source {activate}', 'otel-agents ...' alone does the same)")
     return 0
+
+
+def _ui(args: argparse.Namespace) -> int:
+    from ._ui import run
+
+    try:
+        return run(args, _store_dir)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
 
 def how_to_call() -> str:
@@ -320,8 +368,12 @@ def main(argv: list[str] | None = None) -> int:
             "explain": _explain,
             "serve-demo-model": serve_demo_model,
             "prices": prices,
+            "ui": _ui,
         }[args.command]
         return command(args)
+    except MissingExtra as error:  # one line that says which `pip install` brings it
+        print(f"otel-agents: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     except (UsageError, ConfigError, StoreVersionError) as error:
         print(f"otel-agents: error: {error}", file=sys.stderr)
         return EXIT_USAGE

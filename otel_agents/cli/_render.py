@@ -24,6 +24,9 @@ from rich.tree import Tree
 from otel_agents._internal import keys as sc
 from otel_agents._internal.export.store.reader import StoredOutcome, StoredRun, StoredSpan
 from otel_agents._internal.report.cost import OUTCOME_NAME, CostRow, exact_cost, micro, run_micro
+from otel_agents._internal.report.runs import Listed, run_json
+
+__all__ = ["run_json"]  # `runs --json`'s rows are the report's
 
 _BAR: Final = 24
 _GUIDE: Final = 4
@@ -54,31 +57,6 @@ def iso_utc(ns: int) -> str:
 
 def _started(ns: int) -> str:
     return iso_utc(ns)[:19].replace("T", " ")
-
-
-def run_json(run: StoredRun, outcomes: Sequence[StoredOutcome] = (), micro_usd: int | None = None) -> dict[str, Any]:
-    """A run as `runs --json` gives it; `micro_usd`: its cost as its calls add up (default: its own,
-    rounded once)."""
-    if micro_usd is None and run.cost_usd is not None:
-        micro_usd = micro(run.cost_usd)
-    return {
-        "run_id": run.run_id,
-        "trace_id": run.trace_id,
-        "team": run.team,
-        "user_id": run.user_id,
-        "session_id": run.session_id,
-        "conversation_id": run.conversation_id,
-        "started_at": iso_utc(run.started_ns),
-        "duration_s": round((run.ended_ns - run.started_ns) / 1e9, 6),
-        "messages": run.messages,
-        "input_tokens": run.input_tokens,
-        "output_tokens": run.output_tokens,
-        "cost_usd": None if micro_usd is None else micro_usd / 1_000_000,  # as `cost` counts it
-        "stop_reason": run.stop_reason,
-        "stop_kind": run.stop_kind,
-        "unknown_usage_calls": run.unknown_calls or 0,
-        "outcomes": [outcome.to_dict() for outcome in outcomes],
-    }
 
 
 UNKNOWN: Final = "?"
@@ -112,9 +90,14 @@ def outcomes_text(outcomes: Sequence[StoredOutcome]) -> str:
     return ", ".join(outcome_text(o.name, o.label, o.score) for o in outcomes)
 
 
-def runs_table(runs: Sequence[StoredRun], outcomes: Mapping[str, Sequence[StoredOutcome]] | None = None) -> Table:
+def runs_table(
+    runs: Sequence[StoredRun],
+    outcomes: Mapping[str, Sequence[StoredOutcome]] | None = None,
+    findings: Mapping[str, Sequence[str]] | None = None,
+) -> Table:
     """One line per run under a one-line header (no borders: `split()` finds the run id first);
-    an OUTCOME column where any run has one."""
+    an OUTCOME column where any run has one, a FINDINGS column (explain's kinds) where any run has one."""
+    findings = {run_id: kinds for run_id, kinds in (findings or {}).items() if kinds}
     table = _plain_table()
     table.add_column("RUN", no_wrap=True, min_width=12)
     table.add_column("STARTED (UTC)", no_wrap=True, min_width=19)
@@ -128,6 +111,8 @@ def runs_table(runs: Sequence[StoredRun], outcomes: Mapping[str, Sequence[Stored
     table.add_column("STOP", no_wrap=True)
     if outcomes:
         table.add_column("OUTCOME", no_wrap=True, overflow="ellipsis", max_width=32)
+    if findings:
+        table.add_column("FINDINGS", no_wrap=True, overflow="ellipsis", max_width=48)
     for run in runs:
         tokens = (run.input_tokens or 0) + (run.output_tokens or 0)
         table.add_row(
@@ -142,6 +127,7 @@ def runs_table(runs: Sequence[StoredRun], outcomes: Mapping[str, Sequence[Stored
             run_money(run),
             run.stop_kind or "",
             *([outcomes_text(outcomes.get(run.run_id, ()))] if outcomes else []),
+            *([",".join(findings.get(run.run_id, ()))] if findings else []),
         )
     return table
 
@@ -342,12 +328,16 @@ def trace_json(
     spans: Sequence[StoredSpan],
     others: Sequence[StoredRun] = (),
     outcomes: Mapping[str, Sequence[StoredOutcome]] | None = None,
+    summaries: Mapping[str, Listed] | None = None,
 ) -> dict[str, Any]:
     outcomes = outcomes or {}
+    summaries = summaries or {}
     total, _ = shown_costs(run, spans)
     return {
-        "run": run_json(run, outcomes.get(run.run_id, ()), total),
-        "conversation_runs": [run_json(other, outcomes.get(other.run_id, ())) for other in others],
+        "run": run_json(run, outcomes.get(run.run_id, ()), total, summaries.get(run.run_id)),
+        "conversation_runs": [
+            run_json(other, outcomes.get(other.run_id, ()), summary=summaries.get(other.run_id)) for other in others
+        ],
         "spans": [
             {
                 "name": s.name,

@@ -23,6 +23,18 @@ from typing import Final
 
 from otel_agents._internal.explain.model import NO_AGENT, UNNAMED_MODEL, Explanation, Finding, Repeat
 
+FINDING_KINDS: Final = (
+    "stopped_by_limit",
+    "context_growth",
+    "repeated_messages",
+    "repeated_tool_calls",
+    "tool_errors",
+    "dominant_agent",
+    "unknown_usage",
+    "unpriced",
+    "consumer_left",
+)
+"""Every kind of finding, in the table's order (what `runs --finding` takes)."""
 LIMIT_STOP_KINDS: Final = frozenset({"max_messages", "token_budget", "timeout", "loop_guard"})
 """Stop kinds that mean the run hit a limit rather than reaching its goal."""
 UNFINISHED_STOP_KINDS: Final = frozenset({"consumer_closed", "shutdown"})

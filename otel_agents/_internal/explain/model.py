@@ -192,6 +192,7 @@ class Turn:
             "cost_usd": usd(self.micro_usd),
             "tool_calls": self.tool_calls,
             "tool_errors": self.tool_errors,
+            "first_input_tokens": self.first_input_tokens,
         }
 
 
@@ -291,11 +292,16 @@ class Explanation:
     failed_tools: tuple[tuple[str, int, tuple[str, ...]], ...] = ()
     """(tool, failed calls, error types) of the tools that failed, most failures first."""
 
+    @property
+    def finding_kinds(self) -> list[str]:
+        """The kinds of its findings, each once, in order (`runs --json`'s `findings`)."""
+        return list(dict.fromkeys(finding.kind for finding in self.findings))
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON of `otel-agents explain --json`: `run`, `agents`, `turns`, `context`,
         `costliest_turn` (null without turns), `repeats`, `findings`."""
         return {
-            "run": self.run.to_dict(),
+            "run": {**self.run.to_dict(), "findings": self.finding_kinds},
             "agents": [agent.to_dict() for agent in self.agents],
             "turns": [turn.to_dict() for turn in self.turns],
             "context": self.context.to_dict(),

@@ -38,8 +38,28 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
+from otel_agents._internal.export.store.usage import (
+    Usage,
+    call_costs,
+    call_usages,
+    exact_cost,
+    micro,
+    run_micro,
+    run_usages,
+)
+
 if TYPE_CHECKING:
-    from otel_agents._internal.export.store.reader import StoredCall, StoredRun
+    from otel_agents._internal.export.store.reader import Store, StoredCall, StoredRun
+
+__all__ = [  # the usage math lives below the store's writer, which keeps it per run
+    "Usage",
+    "call_costs",
+    "call_usages",
+    "exact_cost",
+    "micro",
+    "run_micro",
+    "run_usages",
+]
 
 DIMENSIONS: Final = ("team", "model", "agent", "user", "conversation", "day")
 OUTCOME_NAME: Final = "outcome"
@@ -58,14 +78,14 @@ _SINCE_MAX_S: Final = 100 * 366 * 86_400
 within SQLite's integers)."""
 
 
-def parse_since(text: str) -> int:
-    """`30m`, `24h`, `7d`, `2w` as seconds, at most a century; ValueError otherwise."""
+def parse_since(text: str, option: str = "--since") -> int:
+    """`30m`, `24h`, `7d`, `2w` as seconds, at most a century; ValueError naming `option` otherwise."""
     match = _SINCE.fullmatch(text.strip())
     if match is None or int(match.group(1)) == 0:
-        raise ValueError(f"--since {text!r}: expected a positive number and a unit (m, h, d or w), e.g. 30m, 24h, 7d")
+        raise ValueError(f"{option} {text!r}: expected a positive number and a unit (m, h, d or w), e.g. 30m, 24h, 7d")
     seconds = int(match.group(1)) * _UNITS[match.group(2)]
     if seconds > _SINCE_MAX_S:
-        raise ValueError(f"--since {text!r}: at most a century (for everything, leave --since out)")
+        raise ValueError(f"{option} {text!r}: at most a century (for everything, leave {option} out)")
     return seconds
 
 
@@ -83,29 +103,8 @@ def parse_outcome(text: str | None) -> tuple[str, str]:
     return name, label
 
 
-def micro(cost_usd: float) -> int:
-    """A cost in whole micro-dollars, rounded once (genai/prices.micro_usd)."""
-    from otel_agents._internal.genai.prices import micro_usd
-
-    return micro_usd(cost_usd)
-
-
 def utc_day(ns: int) -> str:
     return datetime.fromtimestamp(ns // 1_000_000_000, tz=UTC).strftime("%Y-%m-%d")
-
-
-@dataclass(frozen=True)
-class Usage:
-    """What one run or one model call puts into a row."""
-
-    run_id: str
-    input_tokens: int
-    output_tokens: int
-    micro_usd: int | None
-    """The priced part in integer micro-dollars; None when nothing of it is priced."""
-    unpriced_calls: int = 0
-    unpriced_tokens: int = 0
-    unknown_usage_calls: int = 0
 
 
 @dataclass
@@ -196,102 +195,18 @@ def _call_key(call: StoredCall, by: str) -> str | None:
     return call.model if by == "model" else call.agent
 
 
-def exact_cost(cost_usd: float | None, input_tokens: float, output_tokens: float, usage_known: bool) -> float | None:
-    """A call's cost in dollars: its own; 0 for a call that failed before any usage (usage known, no
-    tokens); None when its model has no price or its usage is unknown."""
-    if cost_usd is not None:
-        return cost_usd
-    if usage_known and not input_tokens and not output_tokens:
-        return 0.0
-    return None
-
-
-def _exact_cost(call: StoredCall) -> float | None:
-    return exact_cost(call.cost_usd, call.input_tokens, call.output_tokens, call.usage_known)
-
-
-def run_micro(run_cost_usd: float | None, call_micros: Sequence[int | None]) -> int | None:
-    """A run's cost in micro-dollars, as every command shows it: the sum of its calls' shares when it
-    has traced calls, all priced (the exact sum of their costs rounded once); else its own cost
-    rounded once; None when it has none (a model without a price, a call of unknown usage)."""
-    if run_cost_usd is None:
-        return None
-    if call_micros and all(m is not None for m in call_micros):
-        return sum(m or 0 for m in call_micros)
-    return micro(run_cost_usd)
-
-
-def call_costs(calls: Sequence[StoredCall]) -> list[int | None]:
-    """Each call's micro-dollars (None: no price, or usage unknown). Per run, the priced calls share
-    the exact sum of their costs rounded once: each gets its cost rounded down, and the micro-dollars
-    left over go to the calls with the largest remainders (so 72.6 + 119.7 + 119.85 + 148.8 is 461,
-    not 462)."""
-    from otel_agents._internal.genai.prices import micro_shares
-
-    out: list[int | None] = [None] * len(calls)
-    priced: dict[str, list[tuple[int, float]]] = {}
-    for index, call in enumerate(calls):
-        cost = _exact_cost(call)
-        if cost is not None:
-            priced.setdefault(call.run_id, []).append((index, cost))
-    for shares in priced.values():
-        for (index, _), micro_usd in zip(shares, micro_shares([cost for _, cost in shares]), strict=True):
-            out[index] = micro_usd
-    return out
-
-
-def _call_usage(call: StoredCall, cost: int | None) -> Usage:
-    tokens = call.input_tokens, call.output_tokens
-    if not call.usage_known:
-        return Usage(call.run_id, *tokens, None, unknown_usage_calls=1)
-    if cost is None:
-        return Usage(call.run_id, *tokens, None, unpriced_calls=1, unpriced_tokens=sum(tokens))
-    return Usage(call.run_id, *tokens, cost)
-
-
-def call_usages(calls: Sequence[StoredCall]) -> list[Usage]:
-    """What each model call puts into a row (by model and agent)."""
-    return [_call_usage(call, cost) for call, cost in zip(calls, call_costs(calls), strict=True)]
-
-
-def run_usages(runs: Iterable[StoredRun], calls: Sequence[StoredCall]) -> list[Usage]:
-    """What each run puts into a row (by team, user, conversation and day): its tokens; its cost when
-    it has one (its calls' when it has traced calls, all priced, else its own rounded); else the
-    priced part of its calls, and what has no price or no known usage."""
-    of_run: dict[str, list[Usage]] = {}
-    for usage in call_usages(calls):
-        of_run.setdefault(usage.run_id, []).append(usage)
-    out: list[Usage] = []
-    for run in runs:
-        own = of_run.get(run.run_id, [])
-        tokens = run.input_tokens or 0, run.output_tokens or 0
-        cost = run_micro(run.cost_usd, [u.micro_usd for u in own])
-        if cost is not None:
-            out.append(Usage(run.run_id, *tokens, cost))
-            continue
-        priced = [u for u in own if u.micro_usd is not None]
-        priced_tokens = sum(u.input_tokens + u.output_tokens for u in priced)
-        out.append(
-            Usage(
-                run.run_id,
-                *tokens,
-                sum(u.micro_usd or 0 for u in priced) if priced else None,
-                unpriced_calls=sum(u.unpriced_calls for u in own),
-                unpriced_tokens=max(0, sum(tokens) - priced_tokens),
-                unknown_usage_calls=run.unknown_calls or 0,
-            )
-        )
-    return out
-
-
 def cost_rows(by: str, runs: Iterable[StoredRun], calls: Sequence[StoredCall]) -> list[CostRow]:
-    """The rows of `cost --by`: keyed rows by priced cost, then tokens (days by date), then `(none)`."""
-    rows: dict[str, CostRow] = {}
+    """The rows of `cost --by` from runs and their model calls (see `keyed_rows`)."""
     if by in BY_CALL:
-        keyed = [(_call_key(call, by), usage) for call, usage in zip(calls, call_usages(calls), strict=True)]
-    else:
-        runs = list(runs)
-        keyed = [(_run_key(run, by), usage) for run, usage in zip(runs, run_usages(runs, calls), strict=True)]
+        return keyed_rows(by, [(_call_key(c, by), u) for c, u in zip(calls, call_usages(calls), strict=True)])
+    runs = list(runs)
+    return keyed_rows(by, [(_run_key(r, by), u) for r, u in zip(runs, run_usages(runs, calls), strict=True)])
+
+
+def keyed_rows(by: str, keyed: Iterable[tuple[str | None, Usage]]) -> list[CostRow]:
+    """The rows of `cost --by`, each key's usages added up: keyed rows by priced cost, then tokens
+    (days by date), then `(none)`."""
+    rows: dict[str, CostRow] = {}
     for key, usage in keyed:
         name = key or NONE
         rows.setdefault(name, CostRow(name)).add(usage)
@@ -303,6 +218,111 @@ def cost_rows(by: str, runs: Iterable[StoredRun], calls: Sequence[StoredCall]) -
         return (special, -(row.micro_usd or 0), -(row.input_tokens + row.output_tokens), row.key)
 
     return sorted(rows.values(), key=order)
+
+
+@dataclass
+class CostReport:
+    """`cost`'s report of a store: its rows, the runs they are over, and the outcomes counted."""
+
+    rows: list[CostRow]
+    runs: int
+    """Runs started in the range (by model and agent: the rows are their model calls)."""
+    labels: dict[str, str]
+    """Run id -> the label of its outcome named `name` (the runs in the range that have one)."""
+    name: str
+    outcome: str
+    elsewhere: dict[str, int]
+    """Where no run has the label `outcome` under `name`: other names it is found under -> runs."""
+    run_micros: dict[str, list[int]]
+    """Row key -> the priced part (micro-dollars) of each of its runs that has one, in that row."""
+
+
+def percentile(values: Sequence[int], percent: int) -> int:
+    """The nearest-rank percentile of `values` (not empty): the smallest value that at least
+    `percent`% of them are at or below (the value at rank ceil(percent/100 * n), ascending)."""
+    ordered = sorted(values)
+    rank = max(1, -(-percent * len(ordered) // 100))
+    return ordered[rank - 1]
+
+
+def run_cost_stats(micros: Sequence[int]) -> dict[str, float | None]:
+    """`run_cost_usd` of a `cost --json` row: the median, the 95th percentile (both nearest-rank:
+    the value at rank ceil(p/100 * n) of the runs' costs in ascending order) and the largest cost of
+    its runs, each run's priced part in the row as `cost` counts it; null where none is priced."""
+    if not micros:
+        return {"median": None, "p95": None, "max": None}
+    return {
+        "median": percentile(micros, 50) / 1_000_000,
+        "p95": percentile(micros, 95) / 1_000_000,
+        "max": max(micros) / 1_000_000,
+    }
+
+
+def store_cost(
+    store: Store, by: str, *, since_ns: int | None = None, until_ns: int | None = None, outcome: str | None = None
+) -> CostReport:
+    """`cost`'s report over the runs started in [`since_ns`, `until_ns`), from the store's run
+    summaries (no span is read); `outcome` as `--outcome`. ValueError for a bad `by` or `outcome`."""
+    if by not in DIMENSIONS:
+        raise ValueError(f"--by {by!r}: expected one of {', '.join(DIMENSIONS)}")
+    name, label = parse_outcome(outcome)
+    clauses, parameters = [], []
+    if since_ns is not None:
+        clauses.append("r.started_ns >= ?")
+        parameters.append(since_ns)
+    if until_ns is not None:
+        clauses.append("r.started_ns < ?")
+        parameters.append(until_ns)
+    where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+    if by in BY_CALL:
+        column = "c.model" if by == "model" else "c.agent"
+        usages = (
+            f"SELECT {column}, c.run_id, c.input_tokens, c.output_tokens, c.micro_usd, c.unpriced_calls, "
+            f"c.unpriced_tokens, c.unknown_usage_calls FROM run_calls c JOIN runs r ON r.run_id = c.run_id{where} "
+            "ORDER BY r.started_ns"
+        )
+    else:
+        column = {"team": "r.team", "user": "r.user_id", "conversation": "r.conversation_id", "day": "r.started_ns"}[by]
+        usages = (
+            f"SELECT {column}, r.run_id, IFNULL(r.input_tokens, 0), IFNULL(r.output_tokens, 0), s.micro_usd, "
+            f"s.unpriced_calls, s.unpriced_tokens, s.unknown_usage_calls FROM runs r "
+            f"JOIN run_summaries s ON s.run_id = r.run_id{where} ORDER BY r.started_ns"
+        )
+    found, counted, outcomes = store.query(
+        (usages, parameters),
+        (f"SELECT count(*) FROM runs r{where}", parameters),
+        (f"SELECT o.run_id, o.name, o.label FROM outcomes o JOIN runs r ON r.run_id = o.run_id{where}", parameters),
+        summaries=True,
+    )
+    keyed: list[tuple[str | None, Usage]] = []
+    run_micros: dict[tuple[str, str], int] = {}
+    for key, *usage in found:
+        shown = utc_day(key) if by == "day" else (key or None)
+        keyed.append((shown, Usage(*usage)))
+        if usage[3] is not None:
+            at = (shown or NONE, usage[0])
+            run_micros[at] = run_micros.get(at, 0) + usage[3]
+    rows = keyed_rows(by, keyed)
+    labels = {run_id: text for run_id, of, text in outcomes if of == name}
+    if labels:
+        with_outcomes(rows, labels, label, name)
+    elsewhere: dict[str, int] = {}
+    if label not in labels.values():
+        for _, of, text in outcomes:
+            if text == label and of != name:
+                elsewhere[of] = elsewhere.get(of, 0) + 1
+    per_row: dict[str, list[int]] = {}
+    for (key, _), value in run_micros.items():
+        per_row.setdefault(key, []).append(value)
+    return CostReport(rows, int(counted[0][0]) if counted else 0, labels, name, label, elsewhere, per_row)
+
+
+def cost_report(
+    store: Store, by: str, *, since_ns: int | None = None, until_ns: int | None = None, outcome: str | None = None
+) -> list[dict[str, Any]]:
+    """The rows of `cost --json` (`store_cost`), each with `run_cost_usd` (`run_cost_stats`)."""
+    report = store_cost(store, by, since_ns=since_ns, until_ns=until_ns, outcome=outcome)
+    return [{**row.json(), "run_cost_usd": run_cost_stats(report.run_micros.get(row.key, []))} for row in report.rows]
 
 
 def total(

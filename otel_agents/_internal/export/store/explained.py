@@ -1,36 +1,18 @@
 """A stored run read back as `explain` reads it: its spans as the analysis's `Span`s (only the run's
-trace is read), and, for the store's writer, the summary of a run that `runs`, `cost` and the web
-page list runs by (its turns and the kinds of its findings)."""
+trace is read)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from otel_agents._internal.explain.errors import RunNotFound
-from otel_agents._internal.explain.model import Span, SpanEvent
-from otel_agents._internal.explain.readers import Read, is_trace_id, plain_attributes
+from otel_agents._internal.explain.readers import Read, is_trace_id
+from otel_agents._internal.export.store.rows import stored_span
 
 if TYPE_CHECKING:
-    from otel_agents._internal.export.store.reader import Store, StoredSpan
+    from otel_agents._internal.export.store.reader import Store
 
-
-def stored_span(stored: StoredSpan) -> Span:
-    data = stored.data
-    status = data.get("status") or {}
-    return Span(
-        name=stored.name,
-        trace_id=stored.trace_id,
-        span_id=stored.span_id,
-        parent_id=stored.parent_span_id or None,
-        start_ns=stored.start_ns,
-        end_ns=stored.end_ns,
-        attributes=plain_attributes(stored.attributes),
-        events=tuple(
-            SpanEvent(str(e.get("name", "")), int(e.get("timestamp") or 0), plain_attributes(e.get("attributes")))
-            for e in data.get("events") or ()
-        ),
-        status=str(status.get("code") or "UNSET"),
-    )
+__all__ = ["read_store", "stored_span"]
 
 
 def read_store(store: Store, ident: str) -> Read:

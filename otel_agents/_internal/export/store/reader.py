@@ -1,23 +1,33 @@
-"""Reading the store back (the CLI): runs, their model calls and their traces. Spans keep their
-original trace and span ids and timestamps, so `otel-agents export` can replay them to any OTLP
-endpoint later.
+"""Reading the store back (the CLI, the web page): runs, their model calls and their traces. Spans
+keep their original trace and span ids and timestamps, so `otel-agents export` can replay them to
+any OTLP endpoint later.
 
-A store this process cannot write (a read-only mount, another user's files) is read all the same:
-read-only, else as an immutable file, which skips the runs still in its write-ahead log; `Store`
-says so once through its `notice`."""
+Readers never write or migrate the store: every read goes through a connection that cannot write
+(the database file's bytes stay as they are; SQLite may make its `-wal` and `-shm` files beside
+it). A store of an older schema is read as a migrated one would be (`read_as_current`), and runs
+without a summary yet are summarised in memory (`summaries=True`). A store this process cannot
+write (a read-only mount, another user's files) is read all the same: where SQLite cannot open its
+`-shm` file, as an immutable file, which skips the runs still in its write-ahead log; `Store` says
+so once through its `notice`."""
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
-from otel_agents._internal import keys as sc
+from otel_agents._internal.export.store.rows import (
+    StoredCall,
+    StoredOutcome,
+    StoredRun,
+    StoredSpan,
+    calls_of,
+    run_subtree,
+    span_rows,
+)
 from otel_agents._internal.export.store.schema import (
     RUN_COLUMNS,
     StoreDamaged,
@@ -25,119 +35,35 @@ from otel_agents._internal.export.store.schema import (
     StoreFile,
     cannot_write,
     is_damage,
-    stored_text,
+    read_as_current,
 )
+from otel_agents._internal.export.store.summary import Summaries, summarise
 
-_READ_WRITE, _READ_ONLY, _IMMUTABLE = range(3)
-"""How a store is opened to read, in the order tried: as a writer opens it (migrating an older
-one), read-only (`mode=ro`), then as an immutable file (`immutable=1`: no `-shm` file needed)."""
+__all__ = [
+    "MAY_MISS_NEWEST",
+    "RunNotFound",
+    "Store",
+    "StoredCall",
+    "StoredOutcome",
+    "StoredRun",
+    "StoredSpan",
+    "run_subtree",
+]
+
+_READ_ONLY, _IMMUTABLE = range(2)
+"""How a store is opened to read, in the order tried: read-only (`mode=ro`), then as an immutable
+file (`immutable=1`: no `-shm` file needed)."""
 MAY_MISS_NEWEST: Final = (
     "the store at {path} cannot be written by you (a read-only mount, or another user's files), so it "
     "was read from its database file alone, without its write-ahead log: the view may miss the newest runs"
 )
 """The notice of a store read as an immutable file."""
 
+Statement = tuple[str, Sequence[Any]]
+
 
 class RunNotFound(StoreError):
     """No run, or more than one, answers to the id asked for (or it is not an id)."""
-
-
-@dataclass(frozen=True)
-class StoredRun:
-    run_id: str
-    trace_id: str
-    team: str | None
-    started_ns: int
-    ended_ns: int
-    messages: int | None
-    input_tokens: int | None
-    output_tokens: int | None
-    cost_usd: float | None
-    stop_reason: str | None
-    stop_kind: str | None
-    user_id: str | None = None
-    session_id: str | None = None
-    conversation_id: str | None = None
-    unknown_calls: int | None = None
-    """Model calls whose client reported no usage: then the cost is unknown and the tokens a lower bound."""
-
-
-@dataclass(frozen=True)
-class StoredOutcome:
-    """An outcome of a stored run (`record_outcome`, `configure(outcome=...)`)."""
-
-    run_id: str
-    name: str
-    label: str
-    score: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "label": self.label, "score": self.score}
-
-
-@dataclass(frozen=True)
-class StoredCall:
-    """One model call (a `chat` span) of a stored run."""
-
-    run_id: str
-    model: str | None
-    agent: str | None
-    input_tokens: int
-    output_tokens: int
-    cost_usd: float | None
-    usage_known: bool = True
-    """False: the client reported no usage (a stream without usage): its tokens and cost are unknown."""
-
-
-@dataclass(frozen=True)
-class StoredSpan:
-    trace_id: str
-    span_id: str
-    parent_span_id: str | None
-    name: str
-    start_ns: int
-    end_ns: int
-    data: dict[str, Any]
-
-    @property
-    def attributes(self) -> dict[str, Any]:
-        attributes: dict[str, Any] = self.data.get("attributes", {})
-        return attributes
-
-
-def _owning_run(span_id: str, parent_of: dict[str, str | None], run_of_span: dict[str, str]) -> str | None:
-    """The run whose span `span_id` descends from (the nearest one), if any."""
-    seen = 0
-    current: str | None = span_id
-    while current is not None and seen < 10_000:
-        if current in run_of_span:
-            return run_of_span[current]
-        current = parent_of.get(current)
-        seen += 1
-    return None
-
-
-def run_subtree(run_id: str, spans: Sequence[StoredSpan]) -> list[StoredSpan]:
-    """The spans of one run: its run span and what descends from it (a trace may hold several runs
-    started under one app span)."""
-    roots = [s.span_id for s in spans if s.attributes.get(sc.RUN_ID) == run_id]
-    if not roots:
-        return list(spans)
-    children: dict[str | None, list[StoredSpan]] = {}
-    for span in spans:
-        children.setdefault(span.parent_span_id, []).append(span)
-    keep = {roots[0]}
-    pending = [roots[0]]
-    while pending:
-        for child in children.get(pending.pop(), []):
-            if child.span_id not in keep:
-                keep.add(child.span_id)
-                pending.append(child.span_id)
-    return [s for s in spans if s.span_id in keep]
-
-
-def _number(value: Any) -> int:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
 class Store(StoreFile):
@@ -147,36 +73,67 @@ class Store(StoreFile):
     def __init__(self, directory: Path | str, *, notice: Callable[[str], None] | None = None) -> None:
         super().__init__(directory)
         self._notice = notice
-        self._opened_as = _READ_WRITE
+        self._opened_as = _READ_ONLY
         self._noticed = False
+        self._summarised: dict[str, Summaries] = {}
+        """Summaries this reader computed (of runs the store holds none for): a run's spans do not
+        change once a writer has summarised older runs, so they are kept for the next reads."""
 
-    def _open(self, how: int) -> AbstractContextManager[sqlite3.Connection]:
-        return (
-            self._connect(create=False) if how == _READ_WRITE else self._connect_read_only(immutable=how == _IMMUTABLE)
-        )
+    @contextmanager
+    def _open(self, how: int, summaries: bool) -> Iterator[sqlite3.Connection]:
+        with self._connect_read_only(immutable=how == _IMMUTABLE) as connection:
+            read_as_current(connection)
+            if summaries:
+                self._missing_summaries(connection)
+            yield connection
 
-    def _rows(self, query: str, parameters: Sequence[Any]) -> list[tuple[Any, ...]]:
-        """The rows, read the first way that works, from the last one that did."""
-        while True:
-            try:
-                with self._open(self._opened_as) as connection:
-                    rows = list(connection.execute(query, parameters))
-            except sqlite3.OperationalError as error:
-                if self._opened_as == _IMMUTABLE or not cannot_write(error):
-                    raise
-                self._opened_as += 1
-                continue
-            if self._opened_as == _IMMUTABLE and not self._noticed:
-                self._noticed = True
-                if self._notice is not None:
-                    self._notice(MAY_MISS_NEWEST.format(path=self.path))
-            return rows
+    def _missing_summaries(self, connection: sqlite3.Connection) -> None:
+        """Summaries of the runs the store has none for, computed in memory, made visible as
+        `run_summaries` and `run_calls` (the store's and these) in the connection's temporary
+        database."""
+        stored = connection.execute(
+            "SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = 'run_summaries'"
+        ).fetchone()
+        source = "main.run_summaries" if stored else "temp.run_summaries"
+        query = f"SELECT run_id FROM runs WHERE run_id NOT IN (SELECT run_id FROM {source})"
+        missing = [run_id for (run_id,) in connection.execute(query)]
+        if not missing:
+            return
+        unknown = [run_id for run_id in missing if run_id not in self._summarised]
+        if unknown:
+            computed = summarise(connection, unknown)
+            for row in computed.runs:
+                self._summarised[row[0]] = Summaries([row], [call for call in computed.calls if call[0] == row[0]])
+        found = Summaries()
+        for run_id in missing:
+            known = self._summarised.get(run_id)
+            if known is not None:
+                found.runs += known.runs
+                found.calls += known.calls
+        if stored:
+            connection.execute("CREATE TEMP TABLE computed_summaries AS SELECT * FROM main.run_summaries WHERE 0")
+            connection.execute("CREATE TEMP TABLE computed_calls AS SELECT * FROM main.run_calls WHERE 0")
+            connection.executemany(f"INSERT INTO temp.computed_summaries VALUES ({', '.join('?' * 7)})", found.runs)
+            connection.executemany(f"INSERT INTO temp.computed_calls VALUES ({', '.join('?' * 10)})", found.calls)
+            connection.execute(
+                "CREATE TEMP VIEW run_summaries AS SELECT * FROM main.run_summaries UNION ALL "
+                "SELECT * FROM temp.computed_summaries"
+            )
+            connection.execute(
+                "CREATE TEMP VIEW run_calls AS SELECT * FROM main.run_calls UNION ALL SELECT * FROM temp.computed_calls"
+            )
+        else:
+            found.insert(connection, "temp")
 
-    def _read(self, query: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def query(self, *statements: Statement, summaries: bool = False) -> list[list[tuple[Any, ...]]]:
+        """Each statement's rows, read through one connection; with `summaries`, the tables
+        `run_summaries` and `run_calls` hold every run's (computed in memory where the store has
+        none yet). StoreError (StoreDamaged) when the store cannot be read; no rows when it is not
+        there."""
         try:
-            return self._rows(query, parameters)
+            return self._rows(statements, summaries)
         except FileNotFoundError:
-            return []
+            return [[] for _ in statements]
         except PermissionError:  # a directory another user keeps to themselves
             raise StoreError(
                 f"cannot read the store at {self.path}: its directory is not open to you (its owner can share "
@@ -200,6 +157,26 @@ class Store(StoreFile):
                     "it: chmod a+r)"
                 ) from None
             raise StoreError(f"cannot read the store at {self.path}: {error}") from None
+
+    def _rows(self, statements: Sequence[Statement], summaries: bool) -> list[list[tuple[Any, ...]]]:
+        """The rows, read the first way that works, from the last one that did."""
+        while True:
+            try:
+                with self._open(self._opened_as, summaries) as connection:
+                    rows = [list(connection.execute(query, parameters)) for query, parameters in statements]
+            except sqlite3.OperationalError as error:
+                if self._opened_as == _IMMUTABLE or not cannot_write(error):
+                    raise
+                self._opened_as += 1
+                continue
+            if self._opened_as == _IMMUTABLE and not self._noticed:
+                self._noticed = True
+                if self._notice is not None:
+                    self._notice(MAY_MISS_NEWEST.format(path=self.path))
+            return rows
+
+    def _read(self, query: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self.query((query, parameters))[0]
 
     def runs(
         self,
@@ -251,39 +228,9 @@ class Store(StoreFile):
             "(SELECT trace_id FROM runs WHERE started_ns >= ?) ORDER BY start_ns",
             (since_ns if since_ns is not None else -(2**63),),
         )
-        parent_of: dict[str, str | None] = {}
-        run_of_span: dict[str, str] = {}
-        chats: list[tuple[str, dict[str, Any]]] = []
-        for span_id, parent_id, name, data in rows:
-            parent_of[span_id] = parent_id
-            attributes = json.loads(data).get("attributes", {})
-            if isinstance(attributes.get(sc.RUN_ID), str):
-                run_of_span[span_id] = attributes[sc.RUN_ID]
-            if name == "chat" or name.startswith("chat "):
-                chats.append((span_id, attributes))
         since = since_ns if since_ns is not None else -(2**63)
         recent = {row[0] for row in self._read("SELECT run_id FROM runs WHERE started_ns >= ?", (since,))}
-        calls: list[StoredCall] = []
-        for span_id, attributes in chats:
-            run_id = _owning_run(span_id, parent_of, run_of_span)
-            if run_id is None or run_id not in recent:
-                continue
-            if attributes.get(sc.GEN_AI_OPERATION_NAME) != sc.OPERATION_CHAT:
-                continue
-            cost = attributes.get(sc.COST_USD)
-            calls.append(
-                StoredCall(
-                    run_id=run_id,
-                    model=stored_text(attributes.get(sc.GEN_AI_RESPONSE_MODEL))
-                    or stored_text(attributes.get(sc.GEN_AI_REQUEST_MODEL)),
-                    agent=stored_text(attributes.get(sc.GEN_AI_AGENT_NAME)),
-                    input_tokens=_number(attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS)),
-                    output_tokens=_number(attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)),
-                    cost_usd=float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
-                    usage_known=sc.GEN_AI_USAGE_INPUT_TOKENS in attributes or sc.ERROR_TYPE in attributes,
-                )
-            )
-        return calls
+        return calls_of(rows, recent)
 
     def find_run(self, prefix: str) -> StoredRun:
         """The run whose id starts with `prefix`; RunNotFound when none or several do (StoreError
@@ -321,4 +268,4 @@ class Store(StoreFile):
             rows = self._read("SELECT * FROM spans ORDER BY start_ns")
         else:
             rows = self._read("SELECT * FROM spans WHERE trace_id = ? ORDER BY start_ns", (trace_id,))
-        return [StoredSpan(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6])) for row in rows]
+        return span_rows(rows)

@@ -1,14 +1,16 @@
 """The store's file and schema: one SQLite database, `spans.sqlite3`, in the store directory
 (created readable by its owner only; WAL mode and a busy timeout let several processes write at once).
 
-The schema has a version (SQLite's `user_version`, `SCHEMA_VERSION` here). Whoever opens an older
-store, a writer or a reader, migrates it in place in one transaction (version 0 to 1: the `runs`
-table gets `user_id`, `session_id` and `conversation_id`, filled from the stored run spans); a store
-of a newer version is refused with `StoreVersionError`, never written or misread.
+The schema has a version (SQLite's `user_version`, `SCHEMA_VERSION` here). A writer that opens an
+older store migrates it in place in one transaction (version 0 to 1: the `runs` table gets
+`user_id`, `session_id` and `conversation_id`, filled from the stored run spans; 2: `unknown_calls`;
+3: `outcomes`; 4: `run_summaries` and `run_calls`, filled by the writers that follow, a bounded
+number of runs a write); a store of a newer version is refused with `StoreVersionError`, never
+written or misread.
 
-A store this process cannot write (a read-only mount, another user's files) is read through a
-connection that never writes (`StoreFile._connect_read_only`); an older one is refused there, as it
-cannot be migrated.
+Readers never write or migrate the store: they read through a connection that cannot write
+(`StoreFile._connect_read_only`), and read an older store as a migrated one reads, what it lacks
+made up in the connection's own temporary tables (`Store`).
 """
 
 from __future__ import annotations
@@ -25,8 +27,34 @@ from typing import Any, Final
 from otel_agents._internal import keys as sc
 from otel_agents._internal.export.store_path import DATABASE
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 """The store layout this code writes and reads (SQLite `PRAGMA user_version`; 0: before versions)."""
+
+SUMMARY_TABLE: Final = """(
+    run_id TEXT PRIMARY KEY,
+    turns INTEGER,
+    findings TEXT NOT NULL,
+    micro_usd INTEGER,
+    unpriced_calls INTEGER NOT NULL,
+    unpriced_tokens INTEGER NOT NULL,
+    unknown_usage_calls INTEGER NOT NULL
+)"""
+"""A run's summary: `turns` NULL when the run could not be explained; `findings` a JSON array of
+kinds, in explain's order; `micro_usd` the run's priced part as `cost` counts it (NULL: nothing
+priced), and what of it has no price or no known usage."""
+CALLS_TABLE: Final = """(
+    run_id TEXT NOT NULL,
+    model TEXT,
+    agent TEXT,
+    calls INTEGER NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    micro_usd INTEGER,
+    unpriced_calls INTEGER NOT NULL,
+    unpriced_tokens INTEGER NOT NULL,
+    unknown_usage_calls INTEGER NOT NULL
+)"""
+"""The model calls of one run with one model and agent, summed (`micro_usd` NULL: none priced)."""
 
 _TABLES: Final = (
     """CREATE TABLE IF NOT EXISTS spans (
@@ -68,6 +96,10 @@ _TABLES: Final = (
         recorded_ns INTEGER NOT NULL,
         PRIMARY KEY (run_id, name)
     )""",
+    # Version 4: each run's summary (export/store/summary.py), written with its run
+    f"CREATE TABLE IF NOT EXISTS run_summaries {SUMMARY_TABLE}",
+    f"CREATE TABLE IF NOT EXISTS run_calls {CALLS_TABLE}",
+    "CREATE INDEX IF NOT EXISTS run_calls_by_run ON run_calls (run_id)",
 )
 ADDED_IN_1: Final = (
     ("user_id", sc.USER_ID),
@@ -239,7 +271,7 @@ def _migrate(connection: sqlite3.Connection, path: Path) -> None:
                         connection.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
             for statement in _INDEXES_OF_1:
                 connection.execute(statement)
-            _backfill(connection)
+            backfill(connection)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         connection.execute("COMMIT")
     except BaseException:
@@ -287,8 +319,9 @@ def _refuse_newer(version: int, path: Path) -> None:
         )
 
 
-def _backfill(connection: sqlite3.Connection) -> None:
-    """Runs stored before version 1: user, session and conversation from their run spans."""
+def backfill(connection: sqlite3.Connection) -> None:
+    """Runs stored before version 1: user, session and conversation from their run spans (in the
+    `runs` table the connection sees: the store's, or a reader's temporary copy)."""
     missing = {
         row[0]
         for row in connection.execute(
@@ -310,6 +343,39 @@ def _backfill(connection: sqlite3.Connection) -> None:
             "UPDATE runs SET user_id = ?, session_id = ?, conversation_id = ? WHERE run_id = ?",
             (*(stored_text(attributes.get(key)) for _, key in ADDED_IN_1), run_id),
         )
+
+
+def _table_statements() -> dict[str, str]:
+    """Each table's CREATE statement, by table name."""
+    found = {}
+    for statement in _TABLES:
+        words = statement.split(None, 6)
+        if words[:5] == ["CREATE", "TABLE", "IF", "NOT", "EXISTS"]:
+            found[words[5]] = statement
+    return found
+
+
+def read_as_current(connection: sqlite3.Connection) -> None:
+    """Make a read-only connection to a store of an older schema read as a current one, without
+    writing it: what the store lacks is made up in the connection's own temporary database (which
+    SQLite searches first): the `runs` columns added since (those of version 1 filled from the run
+    spans, as the migration fills them), and empty tables for those added since."""
+    if _version(connection) >= SCHEMA_VERSION:
+        return
+    tables = {name for (name,) in connection.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'")}
+    for name, statement in _table_statements().items():
+        if name not in tables:
+            connection.execute(statement.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
+    if "runs" not in tables:
+        return
+    columns = {row[1] for row in connection.execute("PRAGMA main.table_info(runs)")}
+    wanted = [column.strip() for column in RUN_COLUMNS.split(",")]
+    if all(column in columns for column in wanted):
+        return
+    select = ", ".join(column if column in columns else f"NULL AS {column}" for column in wanted)
+    connection.execute(f"CREATE TEMP TABLE runs AS SELECT {select} FROM main.runs")
+    if any(column not in columns for column, _ in ADDED_IN_1):
+        backfill(connection)
 
 
 class StoreFile:
@@ -341,24 +407,16 @@ class StoreFile:
 
     @contextmanager
     def _connect_read_only(self, *, immutable: bool) -> Iterator[sqlite3.Connection]:
-        """A connection that never writes, for a store this process cannot write. `mode=ro` reads
-        the store as a writer sees it, its write-ahead log (`-wal`) included, where SQLite can open
-        the `-shm` file beside it (or make it). Where it cannot, `immutable=1` reads the database
+        """A connection that never writes: `mode=ro` reads the store as a writer sees it, its
+        write-ahead log (`-wal`) included, where SQLite can open the `-shm` file beside it (or make
+        it). Where it cannot (a store this process cannot write), `immutable=1` reads the database
         file alone and takes no locks: runs still in the `-wal` file are not seen, and a write under
-        way can make a read fail. A store of an older schema is refused (`StoreError`): it cannot
-        be migrated here."""
+        way can make a read fail. A store of an older schema is read as it is (the reader makes up
+        what it lacks); a newer one is refused (`StoreVersionError`)."""
         if not self.path.is_file():
             raise FileNotFoundError(self.path)
         uri = f"{self.path.absolute().as_uri()}?mode=ro{'&immutable=1' if immutable else ''}"
         with closing(sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)) as connection:
             connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            version = _version(connection)
-            _refuse_newer(version, self.path)
-            if version < SCHEMA_VERSION:
-                raise StoreError(
-                    f"the store at {self.path} has schema version {version}, older than this otel-agents reads "
-                    f"({SCHEMA_VERSION}), and you cannot write it, so it cannot be migrated: run any otel-agents "
-                    "command as a user who can write it, or copy the store directory somewhere you can write "
-                    "and read the copy"
-                )
+            _refuse_newer(_version(connection), self.path)
             yield connection

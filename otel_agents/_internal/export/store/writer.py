@@ -1,6 +1,7 @@
-"""Writing the store: finished spans encoded as rows (a run span also as a `runs` row), the size
-limit kept by dropping whole traces, oldest first; the exporter the app's pipeline writes through,
-which drops and counts the spans of a store it cannot write, and never raises into the run."""
+"""Writing the store: finished spans encoded as rows (a run span also as a `runs` row, with its
+summary), the size limit kept by dropping whole traces, oldest first; the exporter the app's
+pipeline writes through, which drops and counts the spans of a store it cannot write, and never
+raises into the run."""
 
 from __future__ import annotations
 
@@ -28,11 +29,16 @@ from otel_agents._internal.export.store.schema import (
     move_damaged_aside,
     stored_text,
 )
+from otel_agents._internal.export.store.summary import summarise
 from otel_agents._internal.export.store_path import unwritable
 
 logger = logging.getLogger(__name__)
 
 
+SUMMARIES_A_WRITE: Final = 200
+"""Runs stored before summaries existed that one write summarises at most (newest first)..."""
+SUMMARY_SECONDS_A_WRITE: Final = 0.5
+"""... and for this long at most, past the first (so an export never stalls long on old runs)."""
 ORPHAN_OUTCOME_NS: Final = 3600 * 1_000_000_000
 """An outcome whose run the store does not hold an hour after it was recorded goes at the next trim."""
 
@@ -137,6 +143,17 @@ def _count(value: Any) -> int | None:
 class StoreWriter(StoreFile):
     """Writes spans to the store directory."""
 
+    def __init__(self, directory: Path | str, *, max_bytes: int | None = None) -> None:
+        super().__init__(directory, max_bytes=max_bytes)
+        self._all_summarised = False
+        """Every stored run has its summary (runs stored since have theirs from their write)."""
+
+    def settle(self) -> None:
+        """Open and close the store as a writer: the last connection to close folds the write-ahead
+        log into the database file and removes the `-wal` and `-shm` files a reader left."""
+        with self._connect(create=True):
+            pass
+
     def write(self, spans: Sequence[ReadableSpan]) -> None:
         """Write `spans` (their runs too). A damaged store file is moved aside and the batch written
         to a fresh store in its place: later runs are not dropped with it."""
@@ -181,6 +198,8 @@ class StoreWriter(StoreFile):
                     f"INSERT OR REPLACE INTO runs ({RUN_COLUMNS}) VALUES ({', '.join('?' * 15)})", runs
                 )
                 connection.executemany("INSERT OR IGNORE INTO outcomes VALUES (?, ?, ?, ?, ?)", outcomes)
+                summarise(connection, self._touched(connection, rows, runs)).insert(connection)
+                self._summarise_older(connection)
                 self._trim(connection)
                 connection.execute("COMMIT")
             except BaseException:
@@ -189,6 +208,49 @@ class StoreWriter(StoreFile):
                 except sqlite3.Error:  # no transaction left (a damaged file): the first error tells
                     pass
                 raise
+
+    @staticmethod
+    def _touched(connection: sqlite3.Connection, rows: list[tuple[Any, ...]], runs: list[tuple[Any, ...]]) -> list[str]:
+        """The runs whose summary this batch changes: the runs it holds, and stored runs of its
+        traces that spans of this batch fall within in time (late spans of an ended run)."""
+        touched = [run[0] for run in runs]
+        spans_of: dict[str, tuple[int, int]] = {}
+        for row in rows:
+            trace_id, start = row[0], row[4]
+            low, high = spans_of.get(trace_id, (start, start))
+            spans_of[trace_id] = (min(low, start), max(high, start))
+        for trace_id, (low, high) in spans_of.items():
+            touched += [
+                run_id
+                for (run_id,) in connection.execute(
+                    "SELECT run_id FROM runs WHERE trace_id = ? AND started_ns <= ? AND ended_ns >= ?",
+                    (trace_id, high, low),
+                )
+            ]
+        return list(dict.fromkeys(touched))
+
+    def _summarise_older(self, connection: sqlite3.Connection) -> None:
+        """Summarise some of the runs stored before summaries existed (a store of schema version 3
+        or older, migrated), newest first: at most `SUMMARIES_A_WRITE`, for
+        `SUMMARY_SECONDS_A_WRITE` at most after the first."""
+        if self._all_summarised:
+            return
+        missing = [
+            run_id
+            for (run_id,) in connection.execute(
+                "SELECT run_id FROM runs WHERE run_id NOT IN (SELECT run_id FROM run_summaries) "
+                "ORDER BY started_ns DESC LIMIT ?",
+                (SUMMARIES_A_WRITE,),
+            )
+        ]
+        if not missing:
+            self._all_summarised = True
+            return
+        deadline = time.monotonic() + SUMMARY_SECONDS_A_WRITE
+        for at in range(0, len(missing), 10):
+            summarise(connection, missing[at : at + 10]).insert(connection)
+            if time.monotonic() >= deadline:
+                return
 
     def _used_bytes(self, connection: sqlite3.Connection) -> int:
         page_size = connection.execute("PRAGMA page_size").fetchone()[0]
@@ -207,9 +269,10 @@ class StoreWriter(StoreFile):
                 break
             trimmed = True
             connection.execute("DELETE FROM spans WHERE trace_id = ?", oldest)
-            connection.execute(
-                "DELETE FROM outcomes WHERE run_id IN (SELECT run_id FROM runs WHERE trace_id = ?)", oldest
-            )
+            for table in ("outcomes", "run_summaries", "run_calls"):
+                connection.execute(
+                    f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM runs WHERE trace_id = ?)", oldest
+                )
             connection.execute("DELETE FROM runs WHERE trace_id = ?", oldest)
         if not trimmed:
             return
