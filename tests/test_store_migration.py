@@ -1,8 +1,10 @@
-"""The store's schema version: an older store is migrated in place by whoever opens it (reader or
-writer, several processes at once), a newer one is refused in one line and left as it is."""
+"""The store's schema version: an older store is migrated in place by the next writer (several
+processes at once), read as a migrated one by a reader that writes nothing (since schema 4: readers
+never migrate), and a newer one is refused in one line and left as it is."""
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import sqlite3
@@ -110,21 +112,26 @@ def schema(directory: Path) -> tuple[int, list[str]]:
 
 def test_a_new_store_has_the_current_version(source: Path) -> None:
     version, columns = schema(source)
-    assert version == SCHEMA_VERSION == 3
+    assert version == SCHEMA_VERSION == 4
     assert columns[-4:] == ["user_id", "session_id", "conversation_id", "unknown_calls"]
+    with sqlite3.connect(source / DATABASE) as connection:
+        tables = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        summarised = connection.execute("SELECT count(*) FROM run_summaries").fetchone()[0]
+    assert {"spans", "runs", "outcomes", "run_summaries", "run_calls"} <= tables and summarised == 3
 
 
-def test_reading_an_old_store_migrates_it_in_place(source: Path, tmp_path: Path) -> None:
+def test_reading_an_old_store_reads_it_as_migrated_and_writes_nothing(source: Path, tmp_path: Path) -> None:
+    # Changed in schema 4: a reader used to migrate an older store in place; now only a writer does
     old = old_store(source, tmp_path / "old")
     before = {r.run_id: r for r in Store(source).runs()}
     assert schema(old)[0] == 0 and "user_id" not in schema(old)[1]
+    main_file = (old / DATABASE).read_bytes()
 
     done = cli("--store", str(old), "runs", "--json")
     assert done.returncode == 0, done.stderr
-    assert schema(old) == (
-        SCHEMA_VERSION,
-        [*V0_RUN_COLUMNS.split(", "), "user_id", "session_id", "conversation_id", "unknown_calls"],
-    )
+    assert json.loads(done.stdout) == json.loads(cli("--store", str(source), "runs", "--json").stdout)
+    assert schema(old) == (0, V0_RUN_COLUMNS.split(", ")), "not migrated"
+    assert (old / DATABASE).read_bytes() == main_file, "the database file's bytes unchanged by the read"
     migrated = {r.run_id: r for r in Store(old).runs()}
     assert migrated == before, "every run, its old columns as they were and the new ones from its run span"
     by_team = {r.team: r for r in migrated.values()}
@@ -133,12 +140,13 @@ def test_reading_an_old_store_migrates_it_in_place(source: Path, tmp_path: Path)
     assert by_team["for-nobody"].user_id is None and by_team["for-nobody"].conversation_id is not None
     assert len(Store(old).spans()) == len(Store(source).spans())
     assert cli("--store", str(old), "runs", "--user", "ana", "--json").stdout.count('"run_id"') == 1
+    assert (old / DATABASE).read_bytes() == main_file
 
 
 def test_runs_recorded_before_attribution_keep_empty_columns(source: Path, tmp_path: Path) -> None:
     old = old_store(source, tmp_path / "old", strip=("user.id", "session.id", "gen_ai.conversation.id"))
     runs = Store(old).runs()
-    assert len(runs) == 3 and schema(old)[0] == SCHEMA_VERSION
+    assert len(runs) == 3 and schema(old)[0] == 0, "read as it is"
     assert all((r.user_id, r.session_id, r.conversation_id) == (None, None, None) for r in runs)
     done = cli("--store", str(old), "show", runs[0].run_id)
     assert done.returncode == 0, done.stderr
@@ -157,11 +165,14 @@ async def test_writing_to_an_old_store_migrates_it_and_adds_the_new_run(source: 
     assert runs["after-the-upgrade"].user_id == "ben" and runs["with-user"].user_id == "ana"
 
 
-def test_several_processes_opening_an_old_store_at_once_migrate_it_once(source: Path, tmp_path: Path) -> None:
+def test_several_processes_writing_to_an_old_store_at_once_migrate_it_once(source: Path, tmp_path: Path) -> None:
+    # Changed in schema 4: these were readers, which migrated then; writers migrate now
     old = old_store(source, tmp_path / "old")
     code = textwrap.dedent(
         f"""
         from otel_agents._internal.export.store.reader import Store
+        from otel_agents._internal.export.store.writer import StoreWriter
+        StoreWriter({str(old)!r}).write([])
         runs = Store({str(old)!r}).runs(user="ana")
         assert [r.session_id for r in runs] == ["s-1"], runs
         """
@@ -225,6 +236,11 @@ def test_a_version_1_store_gains_the_unknown_calls_column(source: Path, tmp_path
         connection.execute("PRAGMA user_version = 1")
     before = {r.run_id: r for r in Store(source).runs()}
     assert {r.run_id: r for r in Store(v1).runs()} == before
+    assert schema(v1)[0] == 1, "a reader does not migrate"
+    from otel_agents._internal.export.store.writer import StoreWriter
+
+    StoreWriter(v1).write([])
+    assert {r.run_id: r for r in Store(v1).runs()} == before
     assert schema(v1)[0] == SCHEMA_VERSION and schema(v1)[1][-1] == "unknown_calls"  # 2 when written
 
 
@@ -238,12 +254,13 @@ def test_a_version_2_store_gains_the_outcomes_table_and_an_outcome_is_trimmed_wi
         connection.execute("PRAGMA user_version = 2")
     runs = Store(v2).runs()
     assert [r.run_id for r in runs] == [r.run_id for r in Store(source).runs()]
-    assert schema(v2)[0] == SCHEMA_VERSION and Store(v2).outcomes() == {}
+    assert schema(v2)[0] == 2 and Store(v2).outcomes() == {}, "read as it is: no outcomes table, no outcome"
 
     from otel_agents._internal.export.store.writer import StoreWriter
 
     assert StoreWriter(v2).write_outcome(runs[-1].run_id, "outcome", "success", None)
     assert not StoreWriter(v2).write_outcome(runs[-1].run_id, "outcome", "failure", None), "one a run and name"
     assert [o.label for o in Store(v2).outcomes()[runs[-1].run_id]] == ["success"]
+    assert schema(v2)[0] == SCHEMA_VERSION, "the writer migrated it"
     StoreWriter(v2, max_bytes=1).write([])  # a write trims the oldest runs, whole: the outcome with its run
     assert Store(v2).outcomes() == {}
