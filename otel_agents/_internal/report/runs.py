@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, get_args
 
 from otel_agents._internal.explain.findings import FINDING_KINDS
@@ -32,12 +33,14 @@ SORTS: Final = ("time", "cost", "duration", "tokens")
 """`time`: newest first; the others highest first (`tokens`: input + output), ties newest first."""
 STOP_KINDS: Final = get_args(StopKind)
 _AGO: Final = re.compile(r"\d+[mhdw]")
-_ORDER: Final = {
-    "time": "r.started_ns DESC",
-    "cost": "r.cost_usd IS NULL, r.cost_usd DESC, r.started_ns DESC",
-    "duration": "(r.ended_ns - r.started_ns) DESC, r.started_ns DESC",
-    "tokens": "(IFNULL(r.input_tokens, 0) + IFNULL(r.output_tokens, 0)) DESC, r.started_ns DESC",
-}
+_ORDER: Final = MappingProxyType(
+    {
+        "time": "r.started_ns DESC",
+        "cost": "r.cost_usd IS NULL, r.cost_usd DESC, r.started_ns DESC",
+        "duration": "(r.ended_ns - r.started_ns) DESC, r.started_ns DESC",
+        "tokens": "(IFNULL(r.input_tokens, 0) + IFNULL(r.output_tokens, 0)) DESC, r.started_ns DESC",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,7 @@ def find_runs(
     columns = ", ".join(f"r.{column.strip()}" for column in RUN_COLUMNS.split(","))
     page, counted = store.query(
         (
-            f"SELECT {columns}, s.turns, s.findings {joined} ORDER BY {_ORDER[sort]}, r.run_id LIMIT ? OFFSET ?",
+            f"SELECT {columns}, s.turns, s.findings {joined} ORDER BY {_ORDER[sort]}, r.rowid DESC LIMIT ? OFFSET ?",
             [*parameters, limit, offset],
         ),
         (f"SELECT count(*) {joined}", parameters),
