@@ -210,6 +210,11 @@ def keyed_rows(by: str, keyed: Iterable[tuple[str | None, Usage]]) -> list[CostR
     for key, usage in keyed:
         name = key or NONE
         rows.setdefault(name, CostRow(name)).add(usage)
+    return ordered_rows(by, rows.values())
+
+
+def ordered_rows(by: str, rows: Iterable[CostRow]) -> list[CostRow]:
+    """Keyed rows by priced cost, then tokens (days by date), then `(none)`."""
 
     def order(row: CostRow) -> tuple[Any, ...]:
         special = 1 if row.key == NONE else 0
@@ -217,7 +222,7 @@ def keyed_rows(by: str, keyed: Iterable[tuple[str | None, Usage]]) -> list[CostR
             return (special, row.key)
         return (special, -(row.micro_usd or 0), -(row.input_tokens + row.output_tokens), row.key)
 
-    return sorted(rows.values(), key=order)
+    return sorted(rows, key=order)
 
 
 @dataclass
@@ -274,35 +279,54 @@ def store_cost(
         clauses.append("r.started_ns < ?")
         parameters.append(until_ns)
     where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+    totals = "count(*), sum(i), sum(o), sum(m), sum(uc), sum(ut), sum(uu), group_concat(run_id), group_concat(m)"
     if by in BY_CALL:
         column = "c.model" if by == "model" else "c.agent"
-        usages = (
-            f"SELECT {column}, c.run_id, c.input_tokens, c.output_tokens, c.micro_usd, c.unpriced_calls, "
-            f"c.unpriced_tokens, c.unknown_usage_calls FROM run_calls c JOIN runs r ON r.run_id = c.run_id{where} "
-            "ORDER BY r.started_ns"
+        per_run = (
+            f"SELECT {column} AS k, c.run_id AS run_id, sum(c.input_tokens) AS i, sum(c.output_tokens) AS o, "
+            "sum(c.micro_usd) AS m, sum(c.unpriced_calls) AS uc, sum(c.unpriced_tokens) AS ut, "
+            f"sum(c.unknown_usage_calls) AS uu FROM run_calls c JOIN runs r ON r.run_id = c.run_id{where} "
+            f"GROUP BY {column}, c.run_id"
         )
     else:
-        column = {"team": "r.team", "user": "r.user_id", "conversation": "r.conversation_id", "day": "r.started_ns"}[by]
-        usages = (
-            f"SELECT {column}, r.run_id, IFNULL(r.input_tokens, 0), IFNULL(r.output_tokens, 0), s.micro_usd, "
-            f"s.unpriced_calls, s.unpriced_tokens, s.unknown_usage_calls FROM runs r "
-            f"JOIN run_summaries s ON s.run_id = r.run_id{where} ORDER BY r.started_ns"
+        column = {
+            "team": "r.team",
+            "user": "r.user_id",
+            "conversation": "r.conversation_id",
+            "day": "strftime('%Y-%m-%d', r.started_ns / 1000000000, 'unixepoch')",  # utc_day
+        }[by]
+        per_run = (
+            f"SELECT {column} AS k, r.run_id AS run_id, IFNULL(r.input_tokens, 0) AS i, "
+            "IFNULL(r.output_tokens, 0) AS o, s.micro_usd AS m, s.unpriced_calls AS uc, s.unpriced_tokens AS ut, "
+            f"s.unknown_usage_calls AS uu FROM runs r JOIN run_summaries s ON s.run_id = r.run_id{where}"
         )
     found, counted, outcomes = store.query(
-        (usages, parameters),
+        (f"SELECT k, {totals} FROM ({per_run}) GROUP BY k", parameters),
         (f"SELECT count(*) FROM runs r{where}", parameters),
         (f"SELECT o.run_id, o.name, o.label FROM outcomes o JOIN runs r ON r.run_id = o.run_id{where}", parameters),
         summaries=True,
     )
-    keyed: list[tuple[str | None, Usage]] = []
-    run_micros: dict[tuple[str, str], int] = {}
-    for key, *usage in found:
-        shown = utc_day(key) if by == "day" else (key or None)
-        keyed.append((shown, Usage(*usage)))
-        if usage[3] is not None:
-            at = (shown or NONE, usage[0])
-            run_micros[at] = run_micros.get(at, 0) + usage[3]
-    rows = keyed_rows(by, keyed)
+    by_key: dict[str, CostRow] = {}
+    per_row: dict[str, list[int]] = {}
+    for key, _, tokens_in, tokens_out, micro_usd, unpriced_calls, unpriced_tokens, unknown, run_ids, micros in found:
+        row_key = key or NONE  # NULL and '' alike, as `cost_rows` keys them
+        row = CostRow(
+            row_key,
+            set(run_ids.split(",")),
+            tokens_in,
+            tokens_out,
+            micro_usd,
+            unpriced_calls,
+            unpriced_tokens,
+            unknown,
+        )
+        if row_key in by_key:
+            by_key[row_key].merge(row)
+        else:
+            by_key[row_key] = row
+        if micros is not None:
+            per_row.setdefault(row_key, []).extend(int(m) for m in str(micros).split(","))
+    rows = ordered_rows(by, by_key.values())
     labels = {run_id: text for run_id, of, text in outcomes if of == name}
     if labels:
         with_outcomes(rows, labels, label, name)
@@ -311,9 +335,6 @@ def store_cost(
         for _, of, text in outcomes:
             if text == label and of != name:
                 elsewhere[of] = elsewhere.get(of, 0) + 1
-    per_row: dict[str, list[int]] = {}
-    for (key, _), value in run_micros.items():
-        per_row.setdefault(key, []).append(value)
     return CostReport(rows, int(counted[0][0]) if counted else 0, labels, name, label, elsewhere, per_row)
 
 
