@@ -24,6 +24,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from otel_agents._internal import keys as sc
 from otel_agents._internal.explain.errors import ExplainError
+from otel_agents._internal.explain.model import iso_utc
 from otel_agents._internal.export.store.reader import RunNotFound, Store, StoredRun, StoredSpan, run_subtree
 from otel_agents._internal.export.store.schema import StoreDamaged, StoreError, StoreVersionError
 from otel_agents._internal.report import cost as cost_report_module
@@ -268,9 +269,9 @@ class Site:
         try:
             explanation = explain_stored(store, ident)
         except ExplainError as error:
-            raise Answer(404, str(error), matches=self._matches(store, ident)) from None
+            raise Answer(404, str(error), matches=self._matches(store, ident, str(error))) from None
         except RunNotFound as error:
-            raise Answer(404, str(error), matches=self._matches(store, ident)) from None
+            raise Answer(404, str(error), matches=self._matches(store, ident, str(error))) from None
         except ValueError as error:
             raise Answer(404, str(error)) from None
         run_id = explanation.run.run_id
@@ -281,14 +282,14 @@ class Site:
         return explanation, stored, spans
 
     @staticmethod
-    def _matches(store: Store, ident: str) -> list[dict[str, Any]]:
+    def _matches(store: Store, ident: str, message: str) -> list[dict[str, Any]]:
         cleaned = ident.strip().lower()
-        if not cleaned or any(c not in "0123456789abcdef" for c in cleaned):
+        if "ambiguous" not in message:
             return []
-        finder = getattr(store, "runs_with_prefix", None)
-        if finder is None:
-            return []
-        return [{"run_id": r.run_id, "team": r.team, "started_ns": r.started_ns} for r in finder(cleaned, 10)]
+        return [
+            {"run_id": r.run_id, "team": r.team, "started_at": iso_utc(r.started_ns)}
+            for r in store.runs_with_prefix(cleaned, 10)
+        ]
 
     def _run_json(self, store: Store, ident: str) -> dict[str, Any]:
         explanation, run, spans = self._explained(store, ident)

@@ -247,6 +247,15 @@ class Store(StoreFile):
             raise RunNotFound(f"run id prefix {prefix!r} is ambiguous; give more characters")
         return StoredRun(*rows[0])
 
+    def runs_with_prefix(self, prefix: str, limit: int = 10) -> list[StoredRun]:
+        """The runs whose id starts with `prefix` (hexadecimal), newest first, at most `limit`:
+        what an ambiguous prefix matches."""
+        cleaned = prefix.strip().lower()
+        if not cleaned or any(c not in "0123456789abcdef" for c in cleaned):
+            return []
+        query = f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id LIKE ? ORDER BY started_ns DESC LIMIT ?"
+        return [StoredRun(*row) for row in self._read(query, (cleaned + "%", limit))]
+
     def outcomes(self, run_ids: Sequence[str] | None = None) -> dict[str, list[StoredOutcome]]:
         """The outcomes of `run_ids` (None: of every run), by run, each run's by name."""
         found: dict[str, list[StoredOutcome]] = {}
