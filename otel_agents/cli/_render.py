@@ -23,8 +23,9 @@ from rich.tree import Tree
 
 from otel_agents._internal import keys as sc
 from otel_agents._internal.export.store.reader import StoredOutcome, StoredRun, StoredSpan
-from otel_agents._internal.report.cost import OUTCOME_NAME, CostRow, exact_cost, micro, run_micro
+from otel_agents._internal.report.cost import OUTCOME_NAME, CostRow, micro
 from otel_agents._internal.report.runs import Listed, run_json
+from otel_agents._internal.report.trace import failed, shown_costs, tree_order
 
 __all__ = ["run_json"]  # `runs --json`'s rows are the report's
 
@@ -132,28 +133,6 @@ def runs_table(
     return table
 
 
-def tree_order(spans: Sequence[StoredSpan]) -> list[tuple[int, StoredSpan]]:
-    """Spans depth first, parents before children, siblings by start: (depth, span)."""
-    ids = {s.span_id for s in spans}
-    roots: list[StoredSpan] = []
-    children: dict[str, list[StoredSpan]] = {}
-    for span in sorted(spans, key=lambda s: (s.start_ns, s.end_ns)):
-        if span.parent_span_id and span.parent_span_id in ids:
-            children.setdefault(span.parent_span_id, []).append(span)
-        else:
-            roots.append(span)
-    rows: list[tuple[int, StoredSpan]] = []
-
-    def walk(span: StoredSpan, depth: int) -> None:
-        rows.append((depth, span))
-        for child in children.get(span.span_id, []):
-            walk(child, depth + 1)
-
-    for root in roots:
-        walk(root, 0)
-    return rows
-
-
 def _details(span: StoredSpan, costs: Mapping[str, int | None]) -> str:
     """The span's agent, tokens and cost (`costs`: the micro-dollars shown for the span ids that
     carry a cost), and its error."""
@@ -173,17 +152,13 @@ def _details(span: StoredSpan, costs: Mapping[str, int | None]) -> str:
     cost = costs.get(span.span_id) if sc.COST_USD in attributes else None
     if cost is not None:
         parts.append(micro_money(cost))
-    if _failed(span):
+    if failed(span):
         parts.append(f"ERROR {attributes.get(sc.ERROR_TYPE, '')}".rstrip())
     return "  ".join(parts)
 
 
-def _failed(span: StoredSpan) -> bool:
-    return bool(span.data.get("status", {}).get("code") == "ERROR")
-
-
 def _style(span: StoredSpan) -> str:
-    if _failed(span):
+    if failed(span):
         return "bold red"
     return _STYLES.get(str(span.attributes.get(sc.GEN_AI_OPERATION_NAME, "")), "")
 
@@ -224,41 +199,6 @@ def _who(run: StoredRun) -> str:
     parts = [f"{label} {value}" for label, value in (("user", run.user_id), ("session", run.session_id)) if value]
     parts.append(f"conversation {run.conversation_id}" if run.conversation_id else "no conversation recorded")
     return "  ·  ".join(parts)
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def call_costs(spans: Sequence[StoredSpan]) -> dict[str, int | None]:
-    """The micro-dollars of each model call (`chat` span) of one run, by span id: the exact sum of
-    the run's priced calls rounded once and shared by largest remainder, as `cost` and `explain`
-    share it (None: no price, or usage unknown)."""
-    from otel_agents._internal.genai.prices import micro_shares
-
-    calls = sorted(
-        (s for s in spans if s.attributes.get(sc.GEN_AI_OPERATION_NAME) == sc.OPERATION_CHAT),
-        key=lambda s: (s.start_ns, s.span_id),
-    )
-    exact = []
-    for call in calls:
-        attributes = call.attributes
-        tokens_in = _number(attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS)) or 0
-        tokens_out = _number(attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)) or 0
-        known = sc.GEN_AI_USAGE_INPUT_TOKENS in attributes or sc.ERROR_TYPE in attributes
-        exact.append(exact_cost(_number(attributes.get(sc.COST_USD)), tokens_in, tokens_out, known))
-    return {call.span_id: share for call, share in zip(calls, micro_shares(exact), strict=True)}
-
-
-def shown_costs(run: StoredRun, spans: Sequence[StoredSpan]) -> tuple[int | None, dict[str, int | None]]:
-    """The run's cost in micro-dollars (its calls' sum, rounded once) and what each span carrying a
-    cost shows: each call its share, the run's own span the run's cost."""
-    costs = call_costs(spans)
-    total = run_micro(run.cost_usd, list(costs.values()))
-    for span in spans:
-        if span.attributes.get(sc.RUN_ID) == run.run_id:
-            costs[span.span_id] = total
-    return total, costs
 
 
 def trace_tree(run: StoredRun, spans: Sequence[StoredSpan], others: Sequence[StoredRun] = ()) -> RenderableType:
