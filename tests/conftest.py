@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
@@ -11,6 +12,10 @@ import otel_agents
 from otel_agents._internal import process_state
 from tests.support.openai_server import OpenAIServer
 from tests.support.phoenix import Phoenix, start_phoenix, stop_phoenix
+
+if TYPE_CHECKING:
+    from tests.support.ui_server import UiServer
+    from tests.support.ui_store import UiRuns
 
 
 class Capture:
@@ -105,3 +110,21 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
     server = start_phoenix(executable, tmp_path_factory.mktemp("phoenix"))
     yield server
     stop_phoenix(server)
+
+
+@pytest.fixture(scope="module")
+def ui_runs(tmp_path_factory: pytest.TempPathFactory) -> UiRuns:
+    """The web page's store, filled by the real OpenAI client (tests/support/ui_store.py): one for
+    each test module, which may add runs to it."""
+    from tests.support.ui_store import fill_ui_store
+
+    return fill_ui_store(tmp_path_factory.mktemp("ui-store"))
+
+
+@pytest.fixture(scope="module")
+def ui(ui_runs: UiRuns) -> Iterator[UiServer]:
+    """`otel-agents ui` over the module's `ui_runs`, started as a user starts it."""
+    from tests.support.ui_server import ui_server
+
+    with ui_server(ui_runs.store) as server:
+        yield server

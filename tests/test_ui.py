@@ -13,7 +13,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -22,20 +22,9 @@ import pytest
 
 from tests.support.cli import ROOT, cli
 from tests.support.ui_server import ui_server
-from tests.support.ui_store import UiRuns, fill_ui_store
+from tests.support.ui_store import UiRuns
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def ui_runs(tmp_path_factory: pytest.TempPathFactory) -> UiRuns:
-    return fill_ui_store(tmp_path_factory.mktemp("ui-store"))
-
-
-@pytest.fixture(scope="module")
-def ui(ui_runs: UiRuns) -> Iterator[Any]:
-    with ui_server(ui_runs.store) as server:
-        yield server
 
 
 def get(server: Any, path: str, *, host: str | None = None, method: str = "GET") -> tuple[int, dict[str, str], bytes]:

@@ -26,17 +26,6 @@ from tests.support.ui_store_app import SESSION_PREFIX
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def ui_runs(tmp_path_factory: pytest.TempPathFactory) -> UiRuns:
-    return fill_ui_store(tmp_path_factory.mktemp("ui-store"))
-
-
-@pytest.fixture(scope="module")
-def ui(ui_runs: UiRuns) -> Iterator[UiServer]:
-    with ui_server(ui_runs.store) as server:
-        yield server
-
-
 @pytest.fixture
 def browser() -> Iterator[Browser]:
     with chromium() as opened:

@@ -11,20 +11,13 @@ import sys
 import urllib.request
 from pathlib import Path
 
-import pytest
-
 from tests.support.browser import chromium
 from tests.support.cli import ROOT
 from tests.support.processes import listening
 from tests.support.ui_server import ui_server
-from tests.support.ui_store import MARKUP, UiRuns, fill_ui_store
+from tests.support.ui_store import MARKUP, UiRuns
 
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(scope="module")
-def ui_runs(tmp_path_factory: pytest.TempPathFactory) -> UiRuns:
-    return fill_ui_store(tmp_path_factory.mktemp("ui-store"))
 
 
 def test_the_runs_page_lists_every_run_newest_first_with_no_error(ui_runs: UiRuns) -> None:
