@@ -25,6 +25,11 @@ EVERYONE_READS: Final = (
 )
 
 
+def exposure_warning(host: str, url: str, store: Path) -> str | None:
+    """The one warning printed when the page listens beyond this machine's loopback, else None."""
+    return None if is_loopback(host) else EVERYONE_READS.format(host=host, url=url, store=store)
+
+
 def url_of(host: str, port: int) -> str:
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}/"
@@ -85,8 +90,9 @@ def serve(store: Path, *, host: str, port: int, allow_hosts: Sequence[str] = (),
         return 1
     bound_port = sock.getsockname()[1]
     url = url_of(host, bound_port)
-    if not is_loopback(host):
-        print(EVERYONE_READS.format(host=host, url=url, store=store), file=sys.stderr, flush=True)
+    warning = exposure_warning(host, url, store)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     app = make_app(store, hosts=allowed_hosts(host, allow_hosts))
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1, server_header=False
