@@ -13,6 +13,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -335,6 +336,40 @@ def test_sigint_stops_it_at_once_with_exit_0(ui_runs: UiRuns) -> None:
     with ui_server(ui_runs.store, expect_exit=None) as server:
         server.process.send_signal(signal.SIGINT)
         assert server.process.wait(timeout=10) == 0
+
+
+OPENER = """#!{python}
+import os, sys, urllib.request
+with urllib.request.urlopen(sys.argv[1], timeout=30) as answer:
+    page = answer.read().decode()
+with open({opened!r} + ".partial", "w") as out:
+    out.write(sys.argv[1] + "\\n" + str(answer.status) + "\\n" + page)
+os.replace({opened!r} + ".partial", {opened!r})
+"""
+
+
+def test_open_opens_the_page_in_the_default_browser(ui_runs: UiRuns, tmp_path: Path) -> None:
+    # the default browser is what $BROWSER names (Python's webbrowser): here a script that loads the
+    # URL it is given and writes what it got
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser"
+    browser.write_text(OPENER.format(python=sys.executable, opened=str(opened)))
+    browser.chmod(0o755)
+    with ui_server(ui_runs.store, "--open", env={"BROWSER": str(browser)}) as server:
+        browser_done = wait_for_file(opened, server)
+    url, status, page = browser_done.split("\n", 2)
+    assert url == server.url
+    assert status == "200" and ui_runs.id("success")[:12] in page
+
+
+def wait_for_file(path: Path, server: Any, within_s: float = 60) -> str:
+    """The file's text once the browser script has put it in place (whole: it renames it there)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if path.is_file():
+            return path.read_text()
+        time.sleep(0.05)
+    raise AssertionError(f"--open opened no browser within {within_s} s; stderr:\n{server.stderr()[-2000:]}")
 
 
 def test_a_port_in_use_is_said_in_one_line(ui: Any, ui_runs: UiRuns) -> None:
