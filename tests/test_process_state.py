@@ -8,6 +8,7 @@ import contextvars
 import dataclasses
 import enum
 import importlib
+import importlib.util
 import inspect
 import logging
 import pkgutil
@@ -111,10 +112,15 @@ def undeclared_state(module: types.ModuleType, declared: set[str]) -> list[str]:
 
 
 def every_module() -> list[types.ModuleType]:
+    """Every module of the package; the web page's (`otel_agents.ui`) only where its extra is
+    installed (not in the lowest versions' environment: the main one checks them)."""
+    web_extra = importlib.util.find_spec("jinja2") is not None and importlib.util.find_spec("starlette") is not None
     modules = [otel_agents]
     for info in pkgutil.walk_packages(otel_agents.__path__, "otel_agents."):
         if info.name.endswith("__main__"):
             continue  # running it is the CLI
+        if info.name.startswith("otel_agents.ui.") and not web_extra:
+            continue
         modules.append(importlib.import_module(info.name))
     return modules
 

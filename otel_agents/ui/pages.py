@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, get_args
 
 from markupsafe import Markup
@@ -25,6 +26,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from otel_agents._internal import keys as sc
 from otel_agents._internal.explain.errors import ExplainError
 from otel_agents._internal.explain.model import iso_utc
+from otel_agents._internal.explain.text import summary_line
 from otel_agents._internal.export.store.reader import RunNotFound, Store, StoredRun, StoredSpan, run_subtree
 from otel_agents._internal.export.store.schema import StoreDamaged, StoreError, StoreVersionError
 from otel_agents._internal.report import cost as cost_report_module
@@ -97,13 +99,15 @@ def _signed(value: float | int | None, kind: str = "tokens") -> str:
     return f"{value:+,}" if value else "±0"
 
 
-FILTERS: Final[Mapping[str, Callable[..., str]]] = {
-    "money": _money,
-    "tokens": _tokens,
-    "seconds": _seconds,
-    "when": _when,
-    "signed": _signed,
-}
+FILTERS: Final[Mapping[str, Callable[..., str]]] = MappingProxyType(
+    {
+        "money": _money,
+        "tokens": _tokens,
+        "seconds": _seconds,
+        "when": _when,
+        "signed": _signed,
+    }
+)
 
 
 @dataclass
@@ -323,10 +327,10 @@ class Site:
                 "title": f"Run {(explanation.run.run_id or explanation.run.trace_id)[:12]} · otel-agents",
                 "x": data,
                 "explanation": explanation,
-                "summary": _summary_line(data),
+                "summary": summary_line(explanation),
                 "state": state,
                 "waterfall": drawn,
-                "ident": ident,
+                "ident": explanation.run.run_id or explanation.run.trace_id,  # the links' own: hex, whole
                 "others": others,
                 "detail": _span_detail(detail, costs) if detail is not None else None,
                 "agent_chart": charts.hbars(
@@ -377,9 +381,9 @@ class Site:
         ident = request.path_params["run"]
 
         def build(store: Store, notices: list[str]) -> Any:
-            _, _, spans = self._explained(store, ident)
+            explanation, _, spans = self._explained(store, ident)
             text = _otlp_json(spans)
-            name = f"otel-agents-{ident[:16]}.otlp.json"
+            name = f"otel-agents-{(explanation.run.run_id or explanation.run.trace_id)[:16]}.otlp.json"
             return Response(
                 text,
                 media_type="application/json",
@@ -561,7 +565,7 @@ def href(path: str, base: Mapping[str, Any] | None = None, **changes: Any) -> st
     return f"{path}?{query}" if query else path
 
 
-_OPTIONS: Final = {"--user": "user_id", "--stop-kind": "stop_kind"}
+_OPTIONS: Final = MappingProxyType({"--user": "user_id", "--stop-kind": "stop_kind"})
 
 
 def _as_parameter(message: str) -> str:
@@ -608,20 +612,6 @@ def _shown(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False)
-
-
-def _summary_line(data: Mapping[str, Any]) -> str:
-    run = data["run"]
-    parts = [
-        f"{run.get('team') or 'run'}",
-        f"{run.get('turns', 0)} turn{'' if run.get('turns') == 1 else 's'}",
-        f"{(run.get('input_tokens') or 0) + (run.get('output_tokens') or 0):,} tokens",
-        _money(run.get("cost_usd")),
-        _seconds(run.get("duration_s")),
-    ]
-    if run.get("stop_kind"):
-        parts.append(f"stopped: {run['stop_kind']}")
-    return " · ".join(parts)
 
 
 def _with_orphans(run: list[StoredSpan], trace: Sequence[StoredSpan]) -> list[StoredSpan]:
