@@ -130,6 +130,9 @@ def test_a_run_page_shows_explains_figures_and_the_trace(ui: UiServer, ui_runs: 
     run = explained["run"]
     summary = page.inner_text("#summary")
     assert f"{run['turns']} turns" in summary and money(run["cost_usd"]) in summary and "loop_guard" in summary
+    said = cli("--store", str(ui_runs.store), "explain", run_id)
+    assert said.returncode == 0, said.stderr
+    assert summary == said.stdout.splitlines()[0], "the summary is the first line `explain` prints"
     kinds = page.locator("#findings div.finding").evaluate_all("nodes => nodes.map(n => n.dataset.kind)")
     assert kinds == [f["kind"] for f in explained["findings"]] and "repeated_messages" in kinds
     for finding in explained["findings"]:
@@ -148,6 +151,15 @@ def test_a_run_page_shows_explains_figures_and_the_trace(ui: UiServer, ui_runs: 
     assert drawn == [s["span_id"] for s in shown_spans], "the tree `show` draws, in its order"
     repeats = cells(browser, "#repeats table tbody tr")
     assert [r[2] for r in repeats] == [str(r["count"]) for r in explained["repeats"]]
+
+    # a click on a column's head sorts by its figure (not its text: "850 ms" is less than "1.2 s"),
+    # greatest first, then least first
+    page.click("#turns table thead th:has-text('duration')")
+    by_duration = sorted(explained["turns"], key=lambda t: -t["duration_s"])
+    assert [t[0] for t in cells(browser, "#turns table tbody tr")] == [str(t["index"]) for t in by_duration]
+    page.click("#turns table thead th:has-text('start')")
+    page.click("#turns table thead th:has-text('start')")
+    assert [t[0] for t in cells(browser, "#turns table tbody tr")] == [str(t["index"]) for t in explained["turns"]]
 
 
 def test_the_trace_folds_and_a_span_opens_its_attributes(ui: UiServer, ui_runs: UiRuns, browser: Browser) -> None:

@@ -56,6 +56,12 @@ def outcome_text(name: str, label: str, score: float | None) -> str:
     return shown if score is None else f"{shown} ({score:g})"
 
 
+def summary_line(e: Explanation) -> str:
+    """The first line `explain` prints: team, duration, turns, calls, tokens, cost, how it stopped
+    (the web page's run summary too)."""
+    return _head(e)[0]
+
+
 def _head(e: Explanation) -> list[str]:
     run = e.run
     unknown = run.unknown_usage_calls > 0

@@ -85,9 +85,12 @@ function sortable(table) {
       const rows = Array.from(body.rows);
       const down = th.dataset.order !== "down";
       const value = (row) => {
-        const text = row.cells[column] ? row.cells[column].textContent.trim() : "";
-        const number = Number(text.replace(/[$,%\s]|ms|s$/g, ""));
-        return Number.isNaN(number) || text === "" || text === "-" ? text : number;
+        const cell = row.cells[column];
+        if (cell && cell.dataset.value !== undefined) return Number(cell.dataset.value); // the figure unrounded
+        const text = cell ? cell.textContent.trim() : "";
+        // a figure as the page writes it: "$0.0012", "1,234", "12%", "850 ms", "1.20 s", "+0.5 s"
+        const figure = text.replace(/[$,%\s±]/g, "").match(/^([+-]?\d*\.?\d+)(ms|s)?$/);
+        return figure ? Number(figure[1]) / (figure[2] === "ms" ? 1000 : 1) : text;
       };
       rows.sort((a, b) => {
         const x = value(a), y = value(b);
