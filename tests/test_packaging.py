@@ -2,7 +2,8 @@
 check` passes; the wheel carries `py.typed`, the console script and the instrumentor's entry
 point; installed with a plain `pip install` into a project that already holds AutoGen 0.7.1 and
 OpenTelemetry SDK 1.43.0, it leaves both where they are (with the pip Python 3.11 brings and with the
-newest pip, extras too), and the demo runs from it. And the test command covers every AutoGen
+newest pip, extras too), the demo runs from it, and with the web extra its page serves the
+demo's run. And the test command covers every AutoGen
 release in the supported range."""
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.support.ui_server import ui_server
 
 ROOT = Path(__file__).resolve().parents[1]
 EXISTING_PROJECT = {
@@ -66,7 +70,7 @@ def test_the_wheel_fits_a_project_on_older_versions_and_runs_the_demo(tmp_path: 
     sh(sys.executable, "-m", "venv", venv)
     python = venv / "bin" / "python"
     sh(python, "-m", "pip", "install", "-q", *(f"{name}=={v}" for name, v in EXISTING_PROJECT.items()), timeout=600)
-    every_extra = f"otel-agents[openai,grpc,prometheus,instrument] @ {wheel.as_uri()}"
+    every_extra = f"otel-agents[openai,grpc,prometheus,instrument,ui] @ {wheel.as_uri()}"
     for pip in ("bundled", "newest"):
         if pip == "newest":
             sh(python, "-m", "pip", "install", "-q", "--upgrade", "pip", timeout=300)
@@ -83,6 +87,16 @@ def test_the_wheel_fits_a_project_on_older_versions_and_runs_the_demo(tmp_path: 
 
     shown = sh(venv / "bin" / "otel-agents", "--store", tmp_path / "store", "demo", timeout=120)
     assert "invoke_workflow writers-room" in shown and "chat gpt-4o-mini" in shown
+
+    # the web page from the wheel: its templates and static files are in it, and serve the demo's run
+    assert {"otel_agents/ui/templates/run.html", "otel_agents/ui/static/app.js"} <= names
+    sh(python, "-m", "pip", "install", "-q", f"otel-agents[ui] @ {wheel.as_uri()}", timeout=600)
+    with ui_server(tmp_path / "store", python=python) as ui:
+        with urllib.request.urlopen(ui.url, timeout=30) as answer:
+            page = answer.read().decode()
+        with urllib.request.urlopen(f"{ui.url}static/app.js", timeout=30) as answer:
+            script = answer.status
+    assert "writers-room" in page and script == 200
 
 
 def test_every_supported_autogen_release_up_to_the_installed_one_is_tested() -> None:

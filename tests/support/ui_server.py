@@ -71,9 +71,10 @@ def _terminate(process: subprocess.Popen[str], within_s: float) -> int:
     return process.returncode
 
 
-def ui_command(store: Path | str, *args: str, port: int = 0) -> list[str]:
-    """The command line: `python -m otel_agents ui --store STORE --port PORT ARGS`."""
-    return [sys.executable, "-m", "otel_agents", "ui", "--store", str(store), "--port", str(port), *args]
+def ui_command(store: Path | str, *args: str, port: int = 0, python: Path | str | None = None) -> list[str]:
+    """The command line: `python -m otel_agents ui --store STORE --port PORT ARGS` (`python`: another
+    environment's interpreter; this one's by default)."""
+    return [str(python or sys.executable), "-m", "otel_agents", "ui", "--store", str(store), "--port", str(port), *args]
 
 
 @contextlib.contextmanager
@@ -84,21 +85,26 @@ def ui_server(
     start_within_s: float = 60,
     stop_within_s: float = 10,
     expect_exit: int | None = 0,
+    python: Path | str | None = None,
 ) -> Iterator[UiServer]:
     """`otel-agents ui --store STORE --port 0 ARGS` (with `env` added to the environment), yielded
     once its first stdout line names its URL; at the end SIGTERM, and (unless the body failed) an
-    exit with code `expect_exit` within `stop_within_s` (None: any code)."""
+    exit with code `expect_exit` within `stop_within_s` (None: any code). `python`: the interpreter
+    of an environment where otel-agents is installed, run as it is (not this checkout's code)."""
     environment = {**os.environ, **(env or {})}
-    environment["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [environment.get("PYTHONPATH")])])
+    if python is None:
+        environment["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [environment.get("PYTHONPATH")])])
+    else:
+        environment = {k: v for k, v in environment.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}
     stderr_file = tempfile.NamedTemporaryFile(prefix="otel-agents-ui-", suffix=".stderr")
     lines: queue.Queue[str | None] = queue.Queue()
     process = subprocess.Popen(
-        ui_command(store, *args),
+        ui_command(store, *args, python=python),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=stderr_file,
         text=True,
-        cwd=ROOT,
+        cwd=ROOT if python is None else Path(store).parent,
         env=environment,
         preexec_fn=_default_sigint,
     )
