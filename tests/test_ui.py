@@ -122,6 +122,40 @@ def test_a_run_json_is_explain_json_with_its_spans(ui: Any, ui_runs: UiRuns) -> 
     assert {k for s in spans for k in s} >= {"name", "span_id", "parent_span_id", "attributes", "events", "status"}
 
 
+def test_a_run_page_shows_its_outcomes_and_links_the_other_runs_of_its_conversation(ui: Any, ui_runs: UiRuns) -> None:
+    first, second = ui_runs.resumed
+    (row,) = [r for r in cli_json(ui_runs.store, "runs", "--limit", "100") if r["run_id"] == second["run_id"]]
+    assert row["outcomes"], "the fixture records an outcome for the resumed run"
+    code, _, body = get(ui, f"/runs/{second['run_id']}")
+    assert code == 200
+    html = body.decode()
+    outcomes = html[html.index('id="outcomes"') :].split("</dd>")[0]
+    for outcome in row["outcomes"]:
+        assert f"{outcome['name']}: {outcome['label']}" in outcomes
+    conversation = html[html.index('id="conversation"') :].split("</section>")[0]
+    assert f'href="/runs/{first["run_id"]}"' in conversation
+    assert f'href="/runs/{second["run_id"]}"' not in conversation, "the other runs, not this one"
+
+
+def test_a_spans_detail_shows_its_attributes_and_events(ui: Any, ui_runs: UiRuns) -> None:
+    from otel_agents._internal.export.store.reader import Store
+
+    row = ui_runs.of("failing_tool")
+    spans = Store(ui_runs.store).spans(row["trace_id"])
+    with_events = [s for s in spans if s.data.get("events")]
+    assert with_events, "the failing tool's run has spans with events (its exception)"
+    span = with_events[0]
+    code, _, body = get(ui, f"/runs/{row['run_id']}/spans/{span.span_id}")
+    assert code == 200
+    html = body.decode()
+    for key in span.attributes:
+        assert f'<td class="key">{key}</td>' in html
+    for event in span.data["events"]:
+        assert f"<summary>{event['name']} " in html
+        for key in event.get("attributes") or {}:
+            assert f'<td class="key">{key}</td>' in html
+
+
 def test_the_downloaded_trace_is_read_back_by_explain_file(ui: Any, ui_runs: UiRuns, tmp_path: Path) -> None:
     run_id = ui_runs.id("failing_tool")
     code, headers, body = get(ui, f"/api/runs/{run_id}/otlp.json")
@@ -262,6 +296,7 @@ def test_an_ambiguous_prefix_is_a_404_listing_its_matches(ui_runs: UiRuns, tmp_p
         ("page=0", "page"),
         ("colour=blue", "colour"),
         ("outcome==", "outcome"),
+        ("since=1d&until=2d", "since"),
     ],
 )
 def test_a_bad_filter_is_a_400_naming_it(ui: Any, query: str, named: str) -> None:
