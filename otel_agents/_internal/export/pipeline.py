@@ -36,7 +36,7 @@ from otel_agents._internal.config.settings import Settings
 from otel_agents._internal.export import otel_conventions as otel
 from otel_agents._internal.export.fork import reset_in_forked_child
 from otel_agents._internal.export.health import Health
-from otel_agents._internal.export.scrub import scrub
+from otel_agents._internal.export.scrub import scrub_span
 from otel_agents._internal.genai.content import ContentPolicy
 
 logger = logging.getLogger(__name__)
@@ -52,7 +52,8 @@ class GuardedExporter(SpanExporter):
         self, exporter: SpanExporter, policy: ContentPolicy, health: Health, endpoint: str | None = None
     ) -> None:
         self.exporter = exporter
-        self._policy = policy
+        self._capturing = policy if policy.enabled else None
+        """The policy when it lets content out, else None: asked once (a frozen policy), not a span."""
         self._health = health
         self._failing = False
         self._warned = False
@@ -104,7 +105,8 @@ class GuardedExporter(SpanExporter):
     def _export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         try:
             with self._one_at_a_time:  # the batch processor's thread, or a kept run's whole batch
-                result = self.exporter.export([scrub(span, self._policy) for span in spans])
+                capturing = self._capturing
+                result = self.exporter.export([scrub_span(span, capturing) for span in spans])
             reason = _failure_of(self.exporter) or "the export failed"
         except Exception as error:
             result, reason = SpanExportResult.FAILURE, type(error).__name__
@@ -236,7 +238,8 @@ class BoundedBatchSpanProcessor(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         self._batch.on_end(span)
-        if span.context is not None and span.context.trace_flags.sampled:
+        context = span.context  # a property: read once, for every span ended
+        if context is not None and context.trace_flags.sampled:
             with self._lock:  # counted once queued: the running count stays a lower bound
                 self._ended += 1
 

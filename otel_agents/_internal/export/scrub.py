@@ -43,21 +43,44 @@ _REPLACEMENT: Final = "\ufffd"
 def scrub(span: ReadableSpan, policy: ContentPolicy) -> ReadableSpan:
     """The span without user content the policy does not let out, its texts encodable (the same
     object if it needs neither)."""
+    return scrub_span(span, policy if policy.enabled else None)
+
+
+def scrub_span(span: ReadableSpan, capturing: ContentPolicy | None) -> ReadableSpan:
+    """`scrub`, the policy's `enabled` (a property) asked once by the caller, not for each span:
+    `capturing` is the policy when it lets content out, else None. Every exported span comes here,
+    so `_all_ascii`'s test is made inline, and the attributes read as in `_plain`."""
     # its attributes read once, as a plain dict at C speed (BoundedAttributes.copy(), through the
     # span's read-only view), not the view's item by item, lock and all
-    attributes = _plain(span.attributes)
+    try:
+        attributes: dict[str, Any] = span.attributes.copy()  # type: ignore[union-attr]
+    except AttributeError:
+        attributes = _plain(span.attributes)
     events = span.events
-    if not _all_ascii(span, attributes, events):  # a text may hold a lone surrogate: looked for
+    description = span.status.description
+    ascii_only = not events and span.name.isascii() and not (description and not description.isascii())
+    if ascii_only:
+        for value in attributes.values():
+            kind = type(value)
+            if kind is str:
+                if not value.isascii():
+                    ascii_only = False
+                    break
+            elif kind not in _SCALARS and (kind is not tuple or not _ascii_items(value)):
+                ascii_only = False
+                break
+    if not ascii_only:  # a text may hold a lone surrogate: looked for
         fixed = _encodable(span, attributes, events)
         if fixed is not span:
             span, attributes, events = fixed, _plain(fixed.attributes), fixed.events
-    if policy.enabled:
-        return _redacted(span, policy)
+            description = span.status.description
+    if capturing is not None:
+        return _redacted(span, capturing)
     has_content = not _CONTENT_ATTRIBUTES.isdisjoint(attributes)
     has_exception_text = bool(events) and any(
         key in _EXCEPTION_TEXT for event in events for key in (event.attributes or {})
     )
-    if not has_content and not has_exception_text and not span.status.description:
+    if not has_content and not has_exception_text and not description:
         return span
     return _copy(
         span,
@@ -79,7 +102,9 @@ def _plain(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
 def _all_ascii(span: ReadableSpan, attributes: dict[str, Any], events: Sequence[Event]) -> bool:
     """Whether the span's name, status description and attribute values are all ASCII texts (or no
     texts), and it has no events: the usual span, which holds no lone surrogate. `str.isascii()`
-    reads a flag CPython keeps with each text: no text is scanned or copied here."""
+    reads a flag CPython keeps with each text: no text is scanned or copied here. A value's type
+    is told by identity and a set lookup: a mapping, a list or a text of a str subclass is looked
+    at in full."""
     if events or not span.name.isascii():
         return False
     description = span.status.description
@@ -90,23 +115,23 @@ def _all_ascii(span: ReadableSpan, attributes: dict[str, Any], events: Sequence[
         if kind is str:
             if not value.isascii():
                 return False
-        elif kind is tuple:
-            for item in value:
-                if type(item) is not str:
-                    if not _scalar(item):
-                        return False
-                elif not item.isascii():
-                    return False
-        elif not _scalar(value):  # a mapping, a text of a str subclass: looked at in full
+        elif kind not in _SCALARS and (kind is not tuple or not _ascii_items(value)):
             return False
     return True
 
 
-def _scalar(value: Any) -> bool:
-    return value is None or type(value) in _SCALARS
+def _ascii_items(value: tuple[Any, ...]) -> bool:
+    for item in value:
+        kind = type(item)
+        if kind is str:
+            if not item.isascii():
+                return False
+        elif kind not in _SCALARS:
+            return False
+    return True
 
 
-_SCALARS: Final = frozenset({int, float, bool, bytes})
+_SCALARS: Final = frozenset({int, float, bool, bytes, type(None)})
 
 
 def _redacted(span: ReadableSpan, policy: ContentPolicy) -> ReadableSpan:
