@@ -32,6 +32,25 @@ from benchmarks.workloads import Mode, set_up  # noqa: E402
 SERVICE_MODES = ("untraced", "autogen", "otel-agents")
 
 
+def _set_up(mode: str) -> Mode:
+    """`workloads.set_up`, and "autogen-otlp": AutoGen's built-in tracing exporting through the SDK's
+    own `BatchSpanProcessor(OTLPSpanExporter)` over OTLP/HTTP to `BENCH_OTLP_ENDPOINT`, as an app
+    that sets its provider up itself would."""
+    if mode != "autogen-otlp":
+        return set_up(mode)
+    import os
+
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(f"{os.environ['BENCH_OTLP_ENDPOINT']}/v1/traces")))
+    trace.set_tracer_provider(provider)
+    return Mode(mode, None, provider.force_flush)
+
+
 def _team(base_url: str, index: int) -> Any:
     from autogen_agentchat.agents import AssistantAgent
     from autogen_agentchat.conditions import MaxMessageTermination
@@ -62,9 +81,11 @@ async def _round(mode: Mode, base_url: str, concurrency: int) -> tuple[float, li
 
 def _worker(mode_name: str, connection: Connection) -> None:
     import logging
+    import os
 
     logging.getLogger("otel_agents").setLevel(logging.ERROR)  # one-time unpriced-model warnings
-    mode = set_up(mode_name)
+    os.environ["OTEL_SERVICE_NAME"] = mode_name  # what an OTLP sink tells each mode's spans by
+    mode = _set_up(mode_name)
     connection.send("ready")
     loop = asyncio.new_event_loop()
     while (request := connection.recv()) is not None:
