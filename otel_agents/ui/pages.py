@@ -45,6 +45,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 PER_PAGE: Final = 50
+TURN_ROWS: Final = 500
+"""The most turns a run's page lists in its table (every turn is in its JSON)."""
+TURN_BARS: Final = 200
+"""The most turns drawn as bars."""
 RUN_FILTERS: Final = ("team", "user_id", "stop_kind", "outcome", "finding", "since", "until")
 STOP_KINDS: Final = get_args(StopKind)
 COST_RANGES: Final = ("24h", "7d", "30d", "90d")
@@ -310,11 +314,14 @@ class Site:
         ident = request.path_params["run"]
         opened = request.query_params.get("open") or None
         chosen = request.query_params.get("span") or None
+        raw_skip = request.query_params.get("skip", "0").strip() or "0"
 
         def build(store: Store, notices: list[str]) -> Any:
+            if not raw_skip.isdigit():
+                raise Answer(400, f"skip {raw_skip!r}: expected how many spans to skip, from 0")
             explanation, run, spans = self._explained(store, ident)
             costs = shown_costs(run, spans)[1] if run is not None else {}
-            drawn = waterfall(spans, costs, opened)
+            drawn = waterfall(spans, costs, opened, skip=int(raw_skip))
             data = explanation.to_dict()
             others = (
                 [r for r in store.conversation_runs(run.conversation_id) if r.run_id != run.run_id]
@@ -330,6 +337,8 @@ class Site:
                 "summary": summary_line(explanation),
                 "state": state,
                 "waterfall": drawn,
+                "turn_rows": data["turns"][:TURN_ROWS],
+                "turn_bars": min(len(data["turns"]), TURN_BARS),
                 "ident": explanation.run.run_id or explanation.run.trace_id,  # the links' own: hex, whole
                 "others": others,
                 "detail": _span_detail(detail, costs) if detail is not None else None,
@@ -354,7 +363,7 @@ class Site:
                             t["input_tokens"] + t["output_tokens"],
                             f"{t['input_tokens'] + t['output_tokens']:,} · {_money(t['cost_usd'])}",
                         )
-                        for t in data["turns"][:200]
+                        for t in data["turns"][:TURN_BARS]
                     ],
                 )
                 if data["turns"]
