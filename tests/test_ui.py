@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -110,6 +111,31 @@ def test_the_cost_page_shows_the_rows_of_cost_json(ui: Any, ui_runs: UiRuns) -> 
         assert f'data-key="{row["key"]}"' in html
         micro = round(row["cost_usd"] * 1_000_000)
         assert f"${micro // 1_000_000}.{micro % 1_000_000:06d}" in html
+
+
+@pytest.mark.parametrize("by", ["team", "model", "day"])
+def test_each_days_figures_are_those_of_the_clis_code_over_that_day(ui: Any, ui_runs: UiRuns, by: str) -> None:
+    from otel_agents._internal.export.store.reader import Store
+    from otel_agents._internal.report.cost import cost_report
+
+    store = Store(ui_runs.store)
+    days = get_json(ui, f"/api/cost/days?by={by}")["days"]
+    assert days, "the fixture's runs ran today"
+    stopped = 0
+    for day in days:
+        start = datetime.fromisoformat(day["day"]).replace(tzinfo=UTC)
+        end = start + timedelta(days=1)
+        since_ns, until_ns = int(start.timestamp()) * 10**9, int(end.timestamp()) * 10**9
+        assert day["rows"] == cost_report(store, by, since_ns=since_ns, until_ns=until_ns), day["day"]
+        whole = cost_report(store, "day", since_ns=since_ns, until_ns=until_ns)
+        assert day["total"] == (whole[0] if whole else None)
+        for kind, count in day["stops"].items():
+            listed = cli_json(
+                ui_runs.store, "runs", "--stop-kind", kind, "--since", day["day"], "--until", end.date().isoformat()
+            )
+            assert count == len(listed), (day["day"], kind)
+            stopped += count
+    assert stopped >= 2, "the fixture's loop-guard and message-limit stops are counted"
 
 
 def test_a_run_json_is_explain_json_with_its_spans(ui: Any, ui_runs: UiRuns) -> None:

@@ -14,7 +14,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, get_args
@@ -31,7 +31,7 @@ from otel_agents._internal.export.store.reader import RunNotFound, Store, Stored
 from otel_agents._internal.export.store.schema import StoreDamaged, StoreError, StoreVersionError
 from otel_agents._internal.report import cost as cost_report_module
 from otel_agents._internal.report.explained import explain_stored
-from otel_agents._internal.report.runs import SORTS, RunFilter, list_runs, run_filter
+from otel_agents._internal.report.runs import SORTS, RunFilter, list_runs, run_filter, runs_per_day
 from otel_agents._internal.report.trace import shown_costs
 from otel_agents._internal.run.stop import StopKind
 from otel_agents.ui import charts
@@ -430,28 +430,21 @@ class Site:
 
     def _days(self, store: Store, by: str, since_ns: int | None) -> dict[str, Any]:
         """Per day (UTC) of the range: the rows of `cost --json --by BY` over that day's runs, the
-        day's runs by outcome, and its runs stopped by a loop guard or a message limit."""
-        runs = list_runs(store, RunFilter(since_ns=since_ns), limit=1, sort="time")
-        if not runs.total:
+        day's total (its row of `cost --by day`: runs by outcome), and its runs stopped by a loop
+        guard or a message limit. From the first day with runs to today."""
+        per_day = cost_report_module.cost_report_per_day(store, by, since_ns=since_ns)
+        if not per_day:
             return {"days": [], "by": by}
-        oldest = list_runs(store, RunFilter(since_ns=since_ns), limit=1, offset=runs.total - 1).rows[0]
-        first = datetime.fromisoformat(oldest["started_at"]).astimezone(UTC).date()
-        last = datetime.now(UTC).date()
-        newest_start = datetime.fromisoformat(runs.rows[0]["started_at"]).astimezone(UTC).date()
-        last = max(last, newest_start)
+        totals = {row["key"]: row for row in cost_report_module.cost_report(store, "day", since_ns=since_ns)}
+        stopped = {kind: runs_per_day(store, RunFilter(since_ns=since_ns, stop_kind=kind)) for kind in LOOP_STOPS}
+        first = date.fromisoformat(min(per_day))
+        last = max(datetime.now(UTC).date(), date.fromisoformat(max(per_day)))
         days = []
         day = first
         while day <= last:
-            start = datetime(day.year, day.month, day.day, tzinfo=UTC)
-            start_ns = max(int(start.timestamp()) * 1_000_000_000, since_ns or 0)
-            end_ns = int((start + timedelta(days=1)).timestamp()) * 1_000_000_000
-            rows = cost_report_module.cost_report(store, by, since_ns=start_ns, until_ns=end_ns)
-            whole = cost_report_module.cost_report(store, "day", since_ns=start_ns, until_ns=end_ns)
-            stops = {
-                kind: list_runs(store, RunFilter(since_ns=start_ns, until_ns=end_ns, stop_kind=kind), limit=1).total
-                for kind in LOOP_STOPS
-            }
-            days.append({"day": day.isoformat(), "rows": rows, "total": whole[0] if whole else None, "stops": stops})
+            key = day.isoformat()
+            stops = {kind: stopped[kind].get(key, 0) for kind in LOOP_STOPS}
+            days.append({"day": key, "rows": per_day.get(key, []), "total": totals.get(key), "stops": stops})
             day += timedelta(days=1)
         return {"days": days, "by": by}
 

@@ -263,14 +263,32 @@ def run_cost_stats(micros: Sequence[int]) -> dict[str, float | None]:
     }
 
 
+_UTC_DAY: Final = "strftime('%Y-%m-%d', r.started_ns / 1000000000, 'unixepoch')"  # utc_day, in SQL
+
+
 def store_cost(
     store: Store, by: str, *, since_ns: int | None = None, until_ns: int | None = None, outcome: str | None = None
 ) -> CostReport:
     """`cost`'s report over the runs started in [`since_ns`, `until_ns`), from the store's run
     summaries (no span is read); `outcome` as `--outcome`. ValueError for a bad `by` or `outcome`."""
+    reports = _store_costs(store, by, since_ns, until_ns, outcome, per_day=False)
+    return reports.get("") or _report(by, [], 0, [], outcome)
+
+
+def store_cost_per_day(
+    store: Store, by: str, *, since_ns: int | None = None, until_ns: int | None = None, outcome: str | None = None
+) -> dict[str, CostReport]:
+    """`store_cost` for each UTC day (`YYYY-MM-DD`) of the range that has runs, read at once: each
+    day's report is `store_cost` over the runs of the range started that day."""
+    return _store_costs(store, by, since_ns, until_ns, outcome, per_day=True)
+
+
+def _store_costs(
+    store: Store, by: str, since_ns: int | None, until_ns: int | None, outcome: str | None, *, per_day: bool
+) -> dict[str, CostReport]:
     if by not in DIMENSIONS:
         raise ValueError(f"--by {by!r}: expected one of {', '.join(DIMENSIONS)}")
-    name, label = parse_outcome(outcome)
+    parse_outcome(outcome)
     clauses, parameters = [], []
     if since_ns is not None:
         clauses.append("r.started_ns >= ?")
@@ -279,33 +297,47 @@ def store_cost(
         clauses.append("r.started_ns < ?")
         parameters.append(until_ns)
     where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+    day = _UTC_DAY if per_day else "''"
     totals = "count(*), sum(i), sum(o), sum(m), sum(uc), sum(ut), sum(uu), group_concat(run_id), group_concat(m)"
     if by in BY_CALL:
         column = "c.model" if by == "model" else "c.agent"
         per_run = (
-            f"SELECT {column} AS k, c.run_id AS run_id, sum(c.input_tokens) AS i, sum(c.output_tokens) AS o, "
-            "sum(c.micro_usd) AS m, sum(c.unpriced_calls) AS uc, sum(c.unpriced_tokens) AS ut, "
-            f"sum(c.unknown_usage_calls) AS uu FROM run_calls c JOIN runs r ON r.run_id = c.run_id{where} "
-            f"GROUP BY {column}, c.run_id"
+            f"SELECT {day} AS d, {column} AS k, c.run_id AS run_id, sum(c.input_tokens) AS i, "
+            "sum(c.output_tokens) AS o, sum(c.micro_usd) AS m, sum(c.unpriced_calls) AS uc, "
+            "sum(c.unpriced_tokens) AS ut, sum(c.unknown_usage_calls) AS uu "
+            f"FROM run_calls c JOIN runs r ON r.run_id = c.run_id{where} GROUP BY {column}, c.run_id"
         )
     else:
-        column = {
-            "team": "r.team",
-            "user": "r.user_id",
-            "conversation": "r.conversation_id",
-            "day": "strftime('%Y-%m-%d', r.started_ns / 1000000000, 'unixepoch')",  # utc_day
-        }[by]
+        column = {"team": "r.team", "user": "r.user_id", "conversation": "r.conversation_id", "day": _UTC_DAY}[by]
         per_run = (
-            f"SELECT {column} AS k, r.run_id AS run_id, IFNULL(r.input_tokens, 0) AS i, "
+            f"SELECT {day} AS d, {column} AS k, r.run_id AS run_id, IFNULL(r.input_tokens, 0) AS i, "
             "IFNULL(r.output_tokens, 0) AS o, s.micro_usd AS m, s.unpriced_calls AS uc, s.unpriced_tokens AS ut, "
             f"s.unknown_usage_calls AS uu FROM runs r JOIN run_summaries s ON s.run_id = r.run_id{where}"
         )
     found, counted, outcomes = store.query(
-        (f"SELECT k, {totals} FROM ({per_run}) GROUP BY k", parameters),
-        (f"SELECT count(*) FROM runs r{where}", parameters),
-        (f"SELECT o.run_id, o.name, o.label FROM outcomes o JOIN runs r ON r.run_id = o.run_id{where}", parameters),
+        (f"SELECT d, k, {totals} FROM ({per_run}) GROUP BY d, k", parameters),
+        (f"SELECT {day}, count(*) FROM runs r{where} GROUP BY 1", parameters),
+        (
+            f"SELECT {day}, o.run_id, o.name, o.label FROM outcomes o JOIN runs r ON r.run_id = o.run_id{where}",
+            parameters,
+        ),
         summaries=True,
     )
+    days: dict[str, tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]] = {}
+    for d, *rest in found:
+        days.setdefault(d, ([], []))[0].append(tuple(rest))
+    for d, *rest in outcomes:
+        days.setdefault(d, ([], []))[1].append(tuple(rest))
+    runs = {d: int(n) for d, n in counted}
+    return {d: _report(by, rows, runs.get(d, 0), of_day, outcome) for d, (rows, of_day) in days.items()}
+
+
+def _report(
+    by: str, found: Sequence[tuple[Any, ...]], runs: int, outcomes: Sequence[tuple[Any, ...]], outcome: str | None
+) -> CostReport:
+    """The report from its rows read (key, totals...), the runs counted and the outcomes (run id,
+    name, label) of its runs."""
+    name, label = parse_outcome(outcome)
     by_key: dict[str, CostRow] = {}
     per_row: dict[str, list[int]] = {}
     for key, _, tokens_in, tokens_out, micro_usd, unpriced_calls, unpriced_tokens, unknown, run_ids, micros in found:
@@ -335,14 +367,26 @@ def store_cost(
         for _, of, text in outcomes:
             if text == label and of != name:
                 elsewhere[of] = elsewhere.get(of, 0) + 1
-    return CostReport(rows, int(counted[0][0]) if counted else 0, labels, name, label, elsewhere, per_row)
+    return CostReport(rows, runs, labels, name, label, elsewhere, per_row)
 
 
 def cost_report(
     store: Store, by: str, *, since_ns: int | None = None, until_ns: int | None = None, outcome: str | None = None
 ) -> list[dict[str, Any]]:
     """The rows of `cost --json` (`store_cost`), each with `run_cost_usd` (`run_cost_stats`)."""
-    report = store_cost(store, by, since_ns=since_ns, until_ns=until_ns, outcome=outcome)
+    return report_json(store_cost(store, by, since_ns=since_ns, until_ns=until_ns, outcome=outcome))
+
+
+def cost_report_per_day(
+    store: Store, by: str, *, since_ns: int | None = None, until_ns: int | None = None, outcome: str | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """`cost_report` for each UTC day of the range that has runs (`store_cost_per_day`)."""
+    reports = store_cost_per_day(store, by, since_ns=since_ns, until_ns=until_ns, outcome=outcome)
+    return {day: report_json(report) for day, report in sorted(reports.items())}
+
+
+def report_json(report: CostReport) -> list[dict[str, Any]]:
+    """The rows of `cost --json` of a report: each row's JSON with its `run_cost_usd`."""
     return [{**row.json(), "run_cost_usd": run_cost_stats(report.run_micros.get(row.key, []))} for row in report.rows]
 
 

@@ -204,6 +204,21 @@ def find_runs(
     return FoundRuns(runs, summaries, outcomes, int(counted[0][0]) if counted else 0)
 
 
+def runs_per_day(store: Store, where: RunFilter = RunFilter()) -> dict[str, int]:
+    """How many runs `where` matches (the runs `list_runs` lists) started each UTC day
+    (`YYYY-MM-DD`), for the days that have any."""
+    clause, parameters = where_sql(where)
+    (counted,) = store.query(
+        (
+            "SELECT strftime('%Y-%m-%d', r.started_ns / 1000000000, 'unixepoch'), count(*) "
+            f"FROM runs r LEFT JOIN run_summaries s ON s.run_id = r.run_id{clause} GROUP BY 1",
+            parameters,
+        ),
+        summaries=True,
+    )
+    return {day: int(count) for day, count in counted}
+
+
 def summaries_of(store: Store, run_ids: Sequence[str]) -> dict[str, Listed]:
     """The summaries (turns, finding kinds) of `run_ids`, by run id."""
     wanted = list(dict.fromkeys(run_ids))
