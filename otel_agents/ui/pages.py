@@ -30,7 +30,7 @@ from otel_agents._internal.explain.text import summary_line
 from otel_agents._internal.export.store.reader import RunNotFound, Store, StoredRun, StoredSpan, run_subtree
 from otel_agents._internal.export.store.schema import StoreDamaged, StoreError, StoreVersionError
 from otel_agents._internal.report import cost as cost_report_module
-from otel_agents._internal.report.explained import explain_stored
+from otel_agents._internal.report.explained import explain_stored_with_spans
 from otel_agents._internal.report.runs import SORTS, RunFilter, list_runs, run_filter, runs_per_day
 from otel_agents._internal.report.trace import shown_costs
 from otel_agents._internal.run.stop import StopKind
@@ -275,7 +275,7 @@ class Site:
 
     def _explained(self, store: Store, ident: str) -> tuple[Explanation, StoredRun | None, list[StoredSpan]]:
         try:
-            explanation = explain_stored(store, ident)
+            explanation, held = explain_stored_with_spans(store, ident)
         except ExplainError as error:
             raise Answer(404, str(error), matches=self._matches(store, ident, str(error))) from None
         except RunNotFound as error:
@@ -284,7 +284,7 @@ class Site:
             raise Answer(404, str(error)) from None
         run_id = explanation.run.run_id
         stored = store.find_run(run_id) if run_id is not None else None
-        spans = store.spans(explanation.run.trace_id)
+        spans = held
         if run_id is not None:
             spans = _with_orphans(run_subtree(run_id, spans), spans)
         return explanation, stored, spans

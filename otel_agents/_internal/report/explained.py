@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from otel_agents._internal.explain.findings import Thresholds
     from otel_agents._internal.explain.model import Explanation
-    from otel_agents._internal.export.store.reader import Store
+    from otel_agents._internal.export.store.reader import Store, StoredSpan
 
 
 def explain_stored(
@@ -19,16 +19,23 @@ def explain_stored(
     """The explanation of the stored run `ident` names (a run id, a unique prefix of one, or a trace
     id; `run`: the run, when that trace holds several). ExplainError (RunNotFound, SeveralRuns,
     NotARun) when there is none such; StoreError when the store cannot be read."""
-    from otel_agents._internal.explain.analysis import explain_spans
-    from otel_agents._internal.export.store.explained import read_store
+    return explain_stored_with_spans(store, ident, thresholds, run=run)[0]
 
-    read = read_store(store, ident)
+
+def explain_stored_with_spans(
+    store: Store, ident: str, thresholds: Thresholds | None = None, *, run: str | None = None
+) -> tuple[Explanation, list[StoredSpan]]:
+    """`explain_stored`, and the spans of the trace it explained as the store holds them (read once)."""
+    from otel_agents._internal.explain.analysis import explain_spans
+    from otel_agents._internal.export.store.explained import read_stored
+
+    read, held = read_stored(store, ident)
     if run is not None:
         read = replace(read, run=run)
     explanation = explain_spans(read.spans, read.run, thresholds, where=read.where)
     if explanation.run.run_id is None:
-        return explanation
-    return with_stored_outcomes(explanation, store)
+        return explanation, held
+    return with_stored_outcomes(explanation, store), held
 
 
 def with_stored_outcomes(explanation: Explanation, store: Store) -> Explanation:
