@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import shlex
 import signal
 import sqlite3
 import subprocess
@@ -470,10 +471,35 @@ def test_without_the_web_extra_one_line_says_which_install_brings_it() -> None:
     )
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
-    assert line == (
-        "otel-agents: error: otel-agents ui needs the web extra (starlette not installed): "
-        "pip install 'otel-agents[ui]'"
-    )
+    head = "otel-agents: error: otel-agents ui needs the web extra (starlette not installed): pip install "
+    assert line.startswith(head)
+    # this otel-agents is installed from a clone (scripts/_venv.sh: pip install -e): the line names it
+    (requirement,) = shlex.split(line.removeprefix(head))
+    clone = Path(requirement.removesuffix("[ui]"))
+    assert requirement.endswith("[ui]") and 'name = "otel-agents"' in (clone / "pyproject.toml").read_text()
+
+
+@pytest.mark.parametrize(
+    ("direct_url", "requirement"),
+    [
+        (None, "'otel-agents[ui]'"),  # from an index: no direct_url.json
+        (
+            '{"url": "file:///home/ana/src/otel-agents", "dir_info": {"editable": true}}',
+            "'/home/ana/src/otel-agents[ui]'",
+        ),
+        ('{"url": "file:///home/ana/my%20src/otel-agents/", "dir_info": {}}', "'/home/ana/my src/otel-agents[ui]'"),
+        (
+            '{"url": "file:///tmp/dist/otel_agents-0.5.0-py3-none-any.whl", "archive_info": {}}',
+            "'otel-agents[ui] @ file:///tmp/dist/otel_agents-0.5.0-py3-none-any.whl'",
+        ),
+        ('{"url": "https://example.com/otel_agents-0.5.0-py3-none-any.whl", "archive_info": {}}', "'otel-agents[ui]'"),
+        ("not json", "'otel-agents[ui]'"),
+    ],
+)
+def test_the_install_it_names_is_where_this_otel_agents_came_from(direct_url: str | None, requirement: str) -> None:
+    from otel_agents.cli._ui import extra_requirement
+
+    assert extra_requirement(direct_url if direct_url is not None else "{}") == requirement
 
 
 def _copy(store: Path, to: Path) -> Path:

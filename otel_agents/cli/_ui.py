@@ -48,7 +48,33 @@ def missing_extra() -> str | None:
     absent = [name for name in NEEDS if importlib.util.find_spec(name) is None]
     if not absent:
         return None
-    return f"otel-agents ui needs the web extra ({', '.join(absent)} not installed): pip install 'otel-agents[ui]'"
+    return f"otel-agents ui needs the web extra ({', '.join(absent)} not installed): pip install {extra_requirement()}"
+
+
+def extra_requirement(direct_url: str | None = None) -> str:
+    """What `pip install` takes to add the web extra to this otel-agents, quoted for a shell: the
+    directory it was installed from (a clone), or the wheel file, as pip's `direct_url.json` says;
+    else its name on an index."""
+    import json
+    import shlex
+    from importlib import metadata
+    from urllib.parse import unquote, urlparse
+
+    if direct_url is None:
+        try:
+            direct_url = metadata.distribution("otel-agents").read_text("direct_url.json")
+        except metadata.PackageNotFoundError:
+            direct_url = None
+    try:
+        origin = json.loads(direct_url or "{}")
+    except ValueError:
+        origin = {}
+    url = str(origin.get("url", "")) if isinstance(origin, dict) else ""
+    if urlparse(url).scheme == "file":
+        if "dir_info" in origin:
+            return shlex.quote(unquote(urlparse(url).path).rstrip("/") + "[ui]")
+        return shlex.quote(f"otel-agents[ui] @ {url}")
+    return "'otel-agents[ui]'"
 
 
 def run(args: argparse.Namespace, store_dir: Callable[[str | None], Path]) -> int:
