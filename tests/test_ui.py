@@ -25,7 +25,7 @@ import pytest
 
 from tests.support.cli import ROOT, cli
 from tests.support.ui_server import ui_server
-from tests.support.ui_store import UiRuns
+from tests.support.ui_store import UiRuns, add_copies
 
 pytestmark = pytest.mark.slow
 
@@ -96,6 +96,28 @@ def test_each_filter_lists_the_runs_the_cli_lists(
     assert page["total"] == len(listed)
     if "until" not in query:
         assert listed, f"{query} should match some of the fixture's runs"
+
+
+def test_runs_are_paged_on_the_server_as_runs_lists_them(ui_runs: UiRuns, tmp_path: Path) -> None:
+    store = _copy(ui_runs.store, tmp_path / "store")
+    add_copies(store, ui_runs.of("success"), 113)  # 120 runs: three pages of 50
+    listed = cli_json(store, "runs", "--limit", "1000")
+    by_cost = cli_json(store, "runs", "--limit", "1000", "--sort", "cost")
+    assert len(listed) == 120
+    with ui_server(store) as server:
+        pages = [get_json(server, f"/api/runs?page={n}") for n in (1, 2, 3)]
+        assert [(p["page"], p["pages"], p["total"], len(p["runs"])) for p in pages] == [
+            (1, 3, 120, 50),
+            (2, 3, 120, 50),
+            (3, 3, 120, 20),
+        ]
+        assert [row for p in pages for row in p["runs"]] == listed
+        assert get_json(server, "/api/runs?sort=cost&page=2")["runs"] == by_cost[50:100]
+        code, _, body = get(server, "/?page=2")
+        assert code == 200
+        assert b'rel="prev" href="/?sort=time&amp;page=1"' in body
+        assert b'rel="next" href="/?sort=time&amp;page=3"' in body
+        assert "page 4: there are 3 pages" in get_json(server, "/api/runs?page=4", status=400)["error"]
 
 
 @pytest.mark.parametrize("by", ["team", "user", "model", "agent", "conversation", "day"])

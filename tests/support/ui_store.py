@@ -32,7 +32,7 @@ MARKUP = (SCRIPT_MARKUP, IMG_MARKUP)
 """The two texts of the markup run that a page must show as text and never run: they would set
 `window.__xss` to 1 and 2."""
 
-__all__ = ["KINDS", "MARKUP", "MARKUP_REPLY", "MARKUP_TASK", "UiRuns", "fill_ui_store"]
+__all__ = ["KINDS", "MARKUP", "MARKUP_REPLY", "MARKUP_TASK", "UiRuns", "add_copies", "fill_ui_store"]
 
 
 @dataclass(frozen=True)
@@ -131,3 +131,44 @@ def _check(runs: UiRuns) -> None:
     assert first["conversation_id"] == second["conversation_id"], "one conversation, resumed"
     assert len({r["conversation_id"] for r in runs.rows}) == len(KINDS) - 1
     assert all(r["cost_usd"] and r["input_tokens"] > 0 for r in runs.rows), "every call priced and counted"
+
+
+def add_copies(store: Path, row: dict[str, Any], count: int) -> list[str]:
+    """`count` copies of the run of `row` (a row of `runs --json` in `store`) written to `store` by the
+    store's own exporter, each with fresh trace, span and run ids and started a millisecond after the
+    one before: their run ids, oldest first."""
+    import random
+
+    from otel_agents._internal import keys as sc
+    from otel_agents._internal.export.replay import readable_span
+    from otel_agents._internal.export.store.reader import Store
+    from otel_agents._internal.export.store.rows import StoredSpan
+    from otel_agents._internal.export.store.writer import StoreSpanExporter
+
+    template = Store(store).spans(row["trace_id"])
+    rng = random.Random(count)
+    exporter = StoreSpanExporter(store)
+    made = []
+    try:
+        for copy in range(1, count + 1):
+            trace_id, run_id = f"{rng.getrandbits(128):032x}", f"{rng.getrandbits(128):032x}"
+            ids = {span.span_id: f"{rng.getrandbits(64) | 1:016x}" for span in template}
+            shift = copy * 1_000_000
+            spans = []
+            for span in template:
+                attributes = {
+                    key: run_id if key == sc.RUN_ID and value == row["run_id"] else value
+                    for key, value in span.data["attributes"].items()
+                }
+                events = [{**event, "timestamp": event["timestamp"] + shift} for event in span.data.get("events", [])]
+                parent = ids.get(span.parent_span_id) if span.parent_span_id else None
+                data = {**span.data, "attributes": attributes, "events": events}
+                copied = StoredSpan(
+                    trace_id, ids[span.span_id], parent, span.name, span.start_ns + shift, span.end_ns + shift, data
+                )
+                spans.append(readable_span(copied))
+            exporter.export(spans)
+            made.append(run_id)
+    finally:
+        exporter.shutdown()
+    return made
