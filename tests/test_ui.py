@@ -228,6 +228,29 @@ def test_compare_gives_each_difference(ui: Any, ui_runs: UiRuns) -> None:
     assert answer["difference"]["cost_usd"] == pytest.approx(b["run"]["cost_usd"] - a["run"]["cost_usd"])
 
 
+def test_compare_says_how_the_stop_findings_and_each_turn_differ(ui: Any, ui_runs: UiRuns) -> None:
+    first, second = ui_runs.id("success"), ui_runs.id("loop_guard")
+    a, b = cli_json(ui_runs.store, "explain", first), cli_json(ui_runs.store, "explain", second)
+    difference = get_json(ui, f"/api/compare?a={first}&b={second}")["difference"]
+    assert difference["stop_kind_changed"] is True and a["run"]["stop_kind"] != b["run"]["stop_kind"]
+    kinds_a, kinds_b = {f["kind"] for f in a["findings"]}, {f["kind"] for f in b["findings"]}
+    assert difference["findings_only_in_a"] == sorted(kinds_a - kinds_b)
+    assert difference["findings_only_in_b"] == sorted(kinds_b - kinds_a) and "repeated_messages" in kinds_b
+
+    code, _, body = get(ui, f"/compare?a={first}&b={second}")
+    assert code == 200
+    html = body.decode()
+    turns = html[html.index('id="compare-turns"') :].split("</section>")[0]
+    rows = turns.split("<tbody>")[1].split("</tbody>")[0].split("</tr>")[:-1]
+    assert len(rows) == max(len(a["turns"]), len(b["turns"]))
+    for index, row in enumerate(rows):
+        assert row.startswith(f'<tr><td class="num">{index}</td>')
+        if index < len(a["turns"]) and index < len(b["turns"]):
+            ta, tb = (t["turns"][index] for t in (a, b))
+            change = (tb["input_tokens"] + tb["output_tokens"]) - (ta["input_tokens"] + ta["output_tokens"])
+            assert f'<td class="num diff">{change:+,}</td>' in row if change else "±0" in row
+
+
 # --- safe by default ------------------------------------------------------------------------------
 
 
