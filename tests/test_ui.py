@@ -424,9 +424,10 @@ def test_a_damaged_store_is_said(tmp_path: Path) -> None:
     store = tmp_path / "damaged"
     store.mkdir()
     (store / "spans.sqlite3").write_bytes(b"this is not a database" * 100)
+    said = cli("--store", str(store), "runs").stderr
     with ui_server(store) as server:
         error = get_json(server, "/api/runs", status=503)["error"]
-        assert "damaged" in error
+        assert "damaged" in error and error in said, "said as the CLI says it"
         code, _, body = get(server, "/")
         assert code == 503 and b"damaged" in body and b"Traceback" not in body
     assert (store / "spans.sqlite3").read_bytes() == b"this is not a database" * 100, "a reader moves nothing"
