@@ -308,9 +308,16 @@ def test_no_request_changes_the_stores_main_file(ui_runs: UiRuns) -> None:
     main = ui_runs.store / "spans.sqlite3"
     before = digest(main)
     first, second = (r["run_id"] for r in ui_runs.resumed)
+    (span_id, *_) = (s["span_id"] for s in cli_json(ui_runs.store, "show", first)["spans"])
     with ui_server(ui_runs.store) as server:
         for path in (
             "/",
+            "/?partial=rows",
+            f"/runs/{first}?open={span_id}&skip=1",
+            f"/runs/{first}?span={span_id}",
+            f"/runs/{first}/spans/{span_id}",
+            f"/api/compare?a={first}&b={second}",
+            "/static/app.js",
             "/?sort=cost&team=review",
             "/api/runs?finding=tool_errors",
             f"/runs/{first}",
