@@ -197,7 +197,14 @@ def _build(
     for each in added:
         tracer_provider.add_span_processor(each)
     pipeline.quiet_queue_full_logs()
-    meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
+    exemplars = None
+    if sampled:  # no exemplar names a trace the exporters never get
+        from otel_agents._internal.run.exemplar_filter import VARIABLE, exemplar_filter
+
+        exemplars = exemplar_filter(settings.sampling.ratio, params.environment([VARIABLE]).get(VARIABLE))
+    meter_provider = MeterProvider(
+        resource=resource, metric_readers=readers, exemplar_filter=exemplars, shutdown_on_exit=False
+    )
     telemetry = Telemetry(
         settings,
         tracer_provider,

@@ -25,6 +25,7 @@ from otel_agents._internal.genai.keeping import RunSummary
 from otel_agents._internal.genai.outcomes import Outcome
 from otel_agents._internal.genai.prices import to_nano
 from otel_agents._internal.per_provider import PerProvider
+from otel_agents._internal.run.exemplars import kept as kept_context
 from otel_agents._internal.run.keep import decide, not_applied
 from otel_agents._internal.run.stop import (
     COMPLETED,
@@ -437,7 +438,7 @@ class WorkflowSpan:
                     messages=self.message_count,
                     cost_usd=attributes.get(sc.COST_USD),
                     # a left-out run's metrics get no span: no exemplar points at a trace never sent
-                    context=self.context if kept is not False else otel_context.Context(),
+                    context=otel_context.Context() if kept is False else kept_context(self.context),
                     run_attributes=self.run.attributes,
                 )
 
