@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,16 @@ class Prometheus(Server):
         ups = self.query("timestamp(up)")
         return bool(ups) and all(float(r["value"][1]) > when for r in ups)
 
+    def exemplars(self, promql: str, since: float) -> list[dict[str, Any]]:
+        """`/api/v1/query_exemplars` for `promql` from `since` (a `time.time()`) to now: each series'
+        labels and its exemplars (labels, value, timestamp)."""
+        params = {"query": promql, "start": f"{since:.3f}", "end": f"{time.time() + 60:.3f}"}
+        url = f"{self.url}/api/v1/query_exemplars?" + urllib.parse.urlencode(params)
+        with urllib.request.urlopen(url, timeout=10) as response:
+            body = json.load(response)
+        assert body["status"] == "success", body
+        return list(body["data"] or [])
+
     def alerts(self) -> list[dict[str, Any]]:
         with urllib.request.urlopen(f"{self.url}/api/v1/alerts", timeout=10) as response:
             return list(json.load(response)["data"]["alerts"])
@@ -55,6 +66,7 @@ def start_prometheus(
     rules: Path | None = None,
     alertmanager: str | None = None,
     interval: str = "1s",
+    flags: Sequence[str] = (),
 ) -> Prometheus:
     config: dict[str, Any] = {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
@@ -64,12 +76,14 @@ def start_prometheus(
         config["rule_files"] = [str(rules)]
     if alertmanager is not None:
         config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
-    return launch_prometheus(workdir, config)
+    return launch_prometheus(workdir, config, flags=flags)
 
 
-def launch_prometheus(workdir: Path, config: Mapping[str, Any], port: int | None = None) -> Prometheus:
+def launch_prometheus(
+    workdir: Path, config: Mapping[str, Any], port: int | None = None, flags: Sequence[str] = ()
+) -> Prometheus:
     """Debian's Prometheus on 127.0.0.1:`port` (unset: a free one) with `config` (prometheus.yml as
-    a mapping), ready."""
+    a mapping) and the command line `flags` besides (`--enable-feature=...`), ready."""
     binary = shutil.which("prometheus")
     assert binary, "prometheus (Debian's package) is not installed"
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(dict(config)))
@@ -78,6 +92,7 @@ def launch_prometheus(workdir: Path, config: Mapping[str, Any], port: int | None
         f"--config.file={workdir / 'prometheus.yml'}",
         f"--storage.tsdb.path={workdir / 'data'}",
         f"--web.listen-address=127.0.0.1:{port}",
+        *flags,
     ]
     process = launch(binary, args, workdir / "prometheus.log", f"http://127.0.0.1:{port}/-/ready")
     return Prometheus(f"http://127.0.0.1:{port}", process)
