@@ -9,7 +9,8 @@ run id. The run metrics (`gen_ai.workflow.duration`, `otel_agents.run.cost`,
 names (off by default) when the run was given them through `run_attributes(attributes=...)`; a run
 without one has no such attribute (Prometheus shows that as the label being empty). Baggage never
 becomes a metric attribute. Histogram points recorded inside a run carry its trace as an exemplar
-where the exporter supports exemplars (OTLP does).
+where the exporter supports exemplars (OTLP does); with runs sampled, only traces the exporters get
+(`run/exemplars.py`).
 """
 
 from __future__ import annotations
