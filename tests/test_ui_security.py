@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("uvicorn", reason="the web extra (otel-agents[ui]) is not installed")
+for _needed in ("starlette", "uvicorn", "jinja2"):  # the web extra (otel-agents[ui])
+    pytest.importorskip(_needed, reason="the web extra (otel-agents[ui]) is not installed")
 
-from otel_agents.ui.security import allowed_hosts, host_name
-from otel_agents.ui.serve import exposure_warning, url_of
+from otel_agents.ui.security import allowed_hosts, host_name  # noqa: E402
+from otel_agents.ui.serve import exposure_warning, url_of  # noqa: E402
 
 STORE = Path("/home/ana/.local/share/otel-agents/store")
 

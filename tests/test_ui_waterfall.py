@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("jinja2", reason="the web extra (otel-agents[ui]) is not installed")
+for _needed in ("starlette", "uvicorn", "jinja2"):  # the web extra (otel-agents[ui])
+    pytest.importorskip(_needed, reason="the web extra (otel-agents[ui]) is not installed")
 
-from otel_agents._internal.export.store.rows import StoredSpan
-from otel_agents.ui.waterfall import ROW_BUDGET, More, Row, Waterfall, waterfall
+from otel_agents._internal.export.store.rows import StoredSpan  # noqa: E402
+from otel_agents.ui.waterfall import ROW_BUDGET, More, Row, Waterfall, waterfall  # noqa: E402
 
 TRACE = "0" * 31 + "1"
 
