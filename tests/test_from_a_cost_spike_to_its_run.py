@@ -36,6 +36,16 @@ from tests.support.teams import openai_client
 pytestmark = pytest.mark.backend
 
 RUN_COST = "otel_agents_run_cost_USD_bucket"
+CARRYING = {
+    RUN_COST,
+    "gen_ai_workflow_duration_seconds_bucket",
+    "otel_agents_run_messages_bucket",
+    "otel_agents_runs_total",
+    "gen_ai_client_operation_duration_seconds_bucket",
+    "gen_ai_client_token_usage_bucket",
+    "otel_agents_cost_USD_total",
+}
+"""The metrics of docs/metrics.md's Exemplars table, as Prometheus names them."""
 
 
 @dataclass
@@ -151,6 +161,7 @@ async def test_the_run_cost_exemplars_prometheus_keeps_name_runs_jaeger_holds(
 
     found = poll(lambda: exemplar_traces(chain.prometheus, selector, since), every_run_in_cost_exemplars, within_s=60)
     assert every_run_in_cost_exemplars(found), f"each run's cost point leads to its trace: {found}"
+    assert set(found) == CARRYING, "the metrics docs/metrics.md says carry exemplars, and only those"
     for trace_id in set().union(*found.values()):
         assert poll(lambda t=trace_id: held_by_jaeger(chain.jaeger, t), bool, within_s=60), f"{trace_id} not in Jaeger"
     calls = exemplar_spans(chain.prometheus, f"gen_ai_client_operation_duration_seconds_bucket{selector}", since)
