@@ -500,6 +500,7 @@ def test_a_port_in_use_is_said_in_one_line(ui: Any, ui_runs: UiRuns) -> None:
     assert done.stdout == ""
     assert (
         done.stderr.strip().startswith("otel-agents ui: cannot listen on 127.0.0.1:")
+        and done.stderr.strip().endswith("(--port 0 takes a free port)")
         and "\n" not in done.stderr.strip()
     )
 
@@ -524,12 +525,16 @@ def test_without_the_web_extra_one_line_says_which_install_brings_it() -> None:
     )
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
-    head = "otel-agents: error: otel-agents ui needs the web extra (starlette not installed): pip install "
-    assert line.startswith(head)
-    # this otel-agents is installed from a clone (scripts/_venv.sh: pip install -e): the line names it
-    (requirement,) = shlex.split(line.removeprefix(head))
+    head = (
+        "otel-agents: error: otel-agents ui needs the extra otel-agents[ui] (starlette not installed): "
+        f"{sys.executable} -m pip install "
+    )
+    assert line.startswith(head), "this Python's pip: the one otel-agents runs in"
+    # this otel-agents is installed from a clone, editable (scripts/_venv.sh: pip install -e): named
+    editable, requirement = shlex.split(line.removeprefix(head))
     clone = Path(requirement.removesuffix("[ui]"))
-    assert requirement.endswith("[ui]") and 'name = "otel-agents"' in (clone / "pyproject.toml").read_text()
+    assert editable == "-e" and requirement.endswith("[ui]")
+    assert 'name = "otel-agents"' in (clone / "pyproject.toml").read_text()
 
 
 @pytest.mark.parametrize(
@@ -538,7 +543,7 @@ def test_without_the_web_extra_one_line_says_which_install_brings_it() -> None:
         (None, "'otel-agents[ui]'"),  # from an index: no direct_url.json
         (
             '{"url": "file:///home/ana/src/otel-agents", "dir_info": {"editable": true}}',
-            "'/home/ana/src/otel-agents[ui]'",
+            "-e '/home/ana/src/otel-agents[ui]'",
         ),
         ('{"url": "file:///home/ana/my%20src/otel-agents/", "dir_info": {}}', "'/home/ana/my src/otel-agents[ui]'"),
         (

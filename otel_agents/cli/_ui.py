@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import shlex
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
@@ -48,15 +50,16 @@ def missing_extra() -> str | None:
     absent = [name for name in NEEDS if importlib.util.find_spec(name) is None]
     if not absent:
         return None
-    return f"otel-agents ui needs the web extra ({', '.join(absent)} not installed): pip install {extra_requirement()}"
+    pip = f"{shlex.quote(sys.executable)} -m pip install"  # this Python's: the one otel-agents runs in
+    missing = ", ".join(absent)
+    return f"otel-agents ui needs the extra otel-agents[ui] ({missing} not installed): {pip} {extra_requirement()}"
 
 
 def extra_requirement(direct_url: str | None = None) -> str:
     """What `pip install` takes to add the web extra to this otel-agents, quoted for a shell: the
-    directory it was installed from (a clone), or the wheel file, as pip's `direct_url.json` says;
-    else its name on an index."""
+    directory it was installed from (a clone; `-e` first where it was installed editable), or the
+    wheel file, as pip's `direct_url.json` says; else its name on an index."""
     import json
-    import shlex
     from importlib import metadata
     from urllib.parse import unquote, urlparse
 
@@ -72,7 +75,8 @@ def extra_requirement(direct_url: str | None = None) -> str:
     url = str(origin.get("url", "")) if isinstance(origin, dict) else ""
     if urlparse(url).scheme == "file":
         if "dir_info" in origin:
-            return shlex.quote(unquote(urlparse(url).path).rstrip("/") + "[ui]")
+            editable = isinstance(origin["dir_info"], dict) and origin["dir_info"].get("editable") is True
+            return ("-e " if editable else "") + shlex.quote(unquote(urlparse(url).path).rstrip("/") + "[ui]")
         return shlex.quote(f"otel-agents[ui] @ {url}")
     return "'otel-agents[ui]'"
 

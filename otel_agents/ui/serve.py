@@ -86,7 +86,8 @@ def serve(store: Path, *, host: str, port: int, allow_hosts: Sequence[str] = (),
     try:
         sock = _listen(host, port)
     except OSError as error:
-        print(f"otel-agents ui: cannot listen on {host}:{port}: {error.strerror or error}", file=sys.stderr)
+        hint = " (--port 0 takes a free port)" if port else ""
+        print(f"otel-agents ui: cannot listen on {host}:{port}: {error.strerror or error}{hint}", file=sys.stderr)
         return 1
     bound_port = sock.getsockname()[1]
     url = url_of(host, bound_port)
