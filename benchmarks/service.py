@@ -7,6 +7,8 @@ tracing; AutoGen's built-in tracing to an SDK provider; otel-agents with default
 spans flushed as it ends) runs in a worker process of its own, the modes alternated in a shuffled
 order every round. Reported: throughput (runs per second of a round), p50 and p99 of a run's
 latency, and spans a run, each traced mode as a ratio to untraced measured in the same sitting.
+`--reference TREE` adds otel-agents imported from another tree (a worktree of an older commit:
+`git worktree add --detach /tmp/ref d606bb7`), in the same sitting.
 """
 
 from __future__ import annotations
@@ -85,7 +87,14 @@ def _worker(mode_name: str, connection: Connection) -> None:
 
     logging.getLogger("otel_agents").setLevel(logging.ERROR)  # one-time unpriced-model warnings
     os.environ["OTEL_SERVICE_NAME"] = mode_name  # what an OTLP sink tells each mode's spans by
-    mode = _set_up(mode_name)
+    name, _, tree = mode_name.partition("@")  # "otel-agents@/a/tree": that tree's otel_agents
+    if tree:
+        sys.path.insert(0, tree)
+        import otel_agents
+
+        imported = Path(otel_agents.__file__).resolve()
+        assert imported.is_relative_to(Path(tree).resolve()), f"{imported} is not from {tree}"
+    mode = _set_up(name)
     connection.send("ready")
     loop = asyncio.new_event_loop()
     while (request := connection.recv()) is not None:
@@ -173,9 +182,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=100, help="rounds of concurrent runs per mode (default 100)")
     parser.add_argument("--concurrency", type=int, default=16, help="team runs at once (default 16)")
     parser.add_argument("--latency-ms", type=float, default=50.0, help="the server's answer time (default 50)")
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        help="also otel-agents from this tree (a worktree of another commit), as the mode otel-agents@TREE",
+    )
     parser.add_argument("--json", type=Path, help="also write the numbers as JSON")
     args = parser.parse_args(argv)
-    results = measure(args.rounds, args.concurrency, args.latency_ms / 1e3)
+    modes = SERVICE_MODES + ((f"otel-agents@{args.reference.resolve()}",) if args.reference else ())
+    results = measure(args.rounds, args.concurrency, args.latency_ms / 1e3, modes)
     print(
         f"{args.rounds} rounds of {args.concurrency} concurrent runs, {args.latency_ms:g} ms a model call "
         "(throughput cost: untraced runs/s over the mode's; ratios: the mode over untraced)"
