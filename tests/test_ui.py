@@ -167,8 +167,8 @@ def test_a_run_json_is_explain_json_with_its_spans(ui: Any, ui_runs: UiRuns) -> 
     spans = answer.pop("spans")
     assert answer == cli_json(ui_runs.store, "explain", run_id)
     shown = cli_json(ui_runs.store, "show", run_id)["spans"]
-    assert sorted(s["span_id"] for s in spans) == sorted(s["span_id"] for s in shown)
-    assert {k for s in spans for k in s} >= {"name", "span_id", "parent_span_id", "attributes", "events", "status"}
+    assert [{k: v for k, v in s.items() if k != "events"} for s in spans] == shown, "show --json's spans, in order"
+    assert all(isinstance(s["events"], list) for s in spans) and any(s["events"] for s in spans)
 
 
 def test_a_run_page_shows_its_outcomes_and_links_the_other_runs_of_its_conversation(ui: Any, ui_runs: UiRuns) -> None:

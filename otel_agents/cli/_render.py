@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, Final, TextIO
 
@@ -22,12 +21,13 @@ from rich.text import Text
 from rich.tree import Tree
 
 from otel_agents._internal import keys as sc
+from otel_agents._internal.explain.model import iso_utc
 from otel_agents._internal.export.store.reader import StoredOutcome, StoredRun, StoredSpan
 from otel_agents._internal.report.cost import OUTCOME_NAME, CostRow, micro
 from otel_agents._internal.report.runs import Listed, run_json
-from otel_agents._internal.report.trace import failed, shown_costs, tree_order
+from otel_agents._internal.report.trace import failed, shown_costs, span_json, tree_order
 
-__all__ = ["run_json"]  # `runs --json`'s rows are the report's
+__all__ = ["iso_utc", "run_json"]  # `runs --json`'s rows are the report's
 
 _BAR: Final = 24
 _GUIDE: Final = 4
@@ -50,10 +50,6 @@ def console(file: TextIO | None = None) -> Console:
     stream = file if file is not None else sys.stdout
     width = None if stream.isatty() else _PIPED_WIDTH  # a terminal: rich reads its width (and COLUMNS)
     return Console(file=stream, width=width, highlight=False, soft_wrap=False)
-
-
-def iso_utc(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _started(ns: int) -> str:
@@ -278,18 +274,7 @@ def trace_json(
         "conversation_runs": [
             run_json(other, outcomes.get(other.run_id, ()), summary=summaries.get(other.run_id)) for other in others
         ],
-        "spans": [
-            {
-                "name": s.name,
-                "span_id": s.span_id,
-                "parent_span_id": s.parent_span_id,
-                "started_at": iso_utc(s.start_ns),
-                "duration_s": round((s.end_ns - s.start_ns) / 1e9, 6),
-                "status": s.data.get("status", {}).get("code"),
-                "attributes": s.attributes,
-            }
-            for _, s in tree_order(spans)
-        ],
+        "spans": [span_json(s) for _, s in tree_order(spans)],
     }
 
 

@@ -32,7 +32,7 @@ from otel_agents._internal.export.store.schema import StoreDamaged, StoreError, 
 from otel_agents._internal.report import cost as cost_report_module
 from otel_agents._internal.report.explained import explain_stored_with_spans
 from otel_agents._internal.report.runs import SORTS, RunFilter, list_runs, run_filter, runs_per_day
-from otel_agents._internal.report.trace import shown_costs
+from otel_agents._internal.report.trace import shown_costs, span_json, tree_order
 from otel_agents._internal.run.stop import StopKind
 from otel_agents.ui import charts
 from otel_agents.ui.waterfall import waterfall
@@ -300,10 +300,12 @@ class Site:
         ]
 
     def _run_json(self, store: Store, ident: str) -> dict[str, Any]:
-        explanation, run, spans = self._explained(store, ident)
-        costs = shown_costs(run, spans)[1] if run is not None else {}
+        explanation, _, spans = self._explained(store, ident)
         payload = explanation.to_dict()
-        payload["spans"] = [_span_json(span, costs) for span in spans]
+        # as `show --json` gives them, in its order, with their events (and any part cut off from
+        # the run by a lost span)
+        ordered = tree_order(spans)
+        payload["spans"] = [{**span_json(span), "events": span.data.get("events") or []} for _, span in ordered]
         return payload
 
     def run_api(self, request: Request) -> Response:
@@ -576,19 +578,6 @@ def _as_parameter(message: str) -> str:
     if option.startswith("--") and space:
         return f"{_OPTIONS.get(option, option[2:].replace('-', '_'))} {rest}"
     return message
-
-
-def _span_json(span: StoredSpan, costs: Mapping[str, int | None]) -> dict[str, Any]:
-    return {
-        "name": span.name,
-        "span_id": span.span_id,
-        "parent_span_id": span.parent_span_id,
-        "start_ns": span.start_ns,
-        "duration_s": round((span.end_ns - span.start_ns) / 1e9, 6),
-        "status": span.data.get("status", {}).get("code"),
-        "attributes": span.attributes,
-        "events": span.data.get("events") or [],
-    }
 
 
 def _span_detail(span: StoredSpan, costs: Mapping[str, int | None]) -> dict[str, Any]:

@@ -67,5 +67,20 @@ def shown_costs(run: StoredRun, spans: Sequence[StoredSpan]) -> tuple[int | None
     return total, costs
 
 
+def span_json(span: StoredSpan) -> dict[str, Any]:
+    """A span as `show --json` gives it (the web page's `/api/runs/RUN` adds its events)."""
+    from otel_agents._internal.explain.model import iso_utc
+
+    return {
+        "name": span.name,
+        "span_id": span.span_id,
+        "parent_span_id": span.parent_span_id,
+        "started_at": iso_utc(span.start_ns),
+        "duration_s": round((span.end_ns - span.start_ns) / 1e9, 6),
+        "status": span.data.get("status", {}).get("code"),
+        "attributes": span.attributes,
+    }
+
+
 def failed(span: StoredSpan) -> bool:
     return bool(span.data.get("status", {}).get("code") == "ERROR")
