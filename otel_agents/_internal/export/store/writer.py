@@ -290,6 +290,11 @@ class StoreSpanExporter(SpanExporter):
     warning (one per outage) gives that reason."""
 
     def __init__(self, directory: Path | str, *, max_bytes: int | None = None) -> None:
+        # what summarising a run imports, imported now and not at the first write: that may come as
+        # the app exits on Ctrl-C, and an import then (its dataclasses run `exec`) makes CPython
+        # forget the KeyboardInterrupt, so the app exits with status 1 instead of by SIGINT
+        import otel_agents._internal.explain.analysis  # noqa: F401
+
         self.store = StoreWriter(directory, max_bytes=max_bytes)
         self._lock = threading.Lock()
         self.dropped_spans = 0
