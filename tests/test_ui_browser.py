@@ -94,31 +94,28 @@ def test_the_filters_list_what_runs_lists(ui: UiServer, ui_runs: UiRuns, browser
 def test_a_run_that_ends_while_the_page_is_open_appears_without_a_reload(tmp_path: Path, browser: Browser) -> None:
     ui_runs = fill_ui_store(tmp_path / "store")  # a store of its own: this test adds a run
     with ui_server(ui_runs.store) as ui:
-        _a_run_appears(ui, ui_runs, browser)
-
-
-def _a_run_appears(ui: UiServer, ui_runs: UiRuns, browser: Browser) -> None:
-    browser.open(ui.url)
-    browser.page.evaluate("window.__notReloaded = true")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    env["PYTHONPATH"] = str(ROOT)
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.support.ui_store_app", str(ui_runs.store), "--late", "late"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-        env=env,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    late = next(r for r in cli_json(ui_runs, "runs", "--team", "late") if r["session_id"] == SESSION_PREFIX + "late")
-    row = browser.page.locator(f'table#runs tbody tr[data-run-id="{late["run_id"]}"]')
-    row.wait_for(timeout=30_000)  # the page polls every second: a generous deadline
-    assert browser.page.evaluate("window.__notReloaded") is True, "it appeared without a reload"
-    assert browser.page.locator("table#runs tbody tr").first.get_attribute("data-run-id") == late["run_id"]
-    assert browser.page.inner_text("#total") == str(len(ui_runs.rows) + 1)
+        browser.open(ui.url)
+        browser.page.evaluate("window.__notReloaded = true")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        env["PYTHONPATH"] = str(ROOT)
+        done = subprocess.run(
+            [sys.executable, "-m", "tests.support.ui_store_app", str(ui_runs.store), "--late", "late"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+            env=env,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        listed = cli_json(ui_runs, "runs", "--team", "late")
+        late = next(r for r in listed if r["session_id"] == SESSION_PREFIX + "late")
+        row = browser.page.locator(f'table#runs tbody tr[data-run-id="{late["run_id"]}"]')
+        row.wait_for(timeout=30_000)  # the page polls every second: a generous deadline
+        assert browser.page.evaluate("window.__notReloaded") is True, "it appeared without a reload"
+        assert browser.page.locator("table#runs tbody tr").first.get_attribute("data-run-id") == late["run_id"]
+        assert browser.page.inner_text("#total") == str(len(ui_runs.rows) + 1)
 
 
 def test_a_run_page_shows_explains_figures_and_the_trace(ui: UiServer, ui_runs: UiRuns, browser: Browser) -> None:
