@@ -263,7 +263,7 @@ def run_cost_stats(micros: Sequence[int]) -> dict[str, float | None]:
     }
 
 
-_UTC_DAY: Final = "strftime('%Y-%m-%d', r.started_ns / 1000000000, 'unixepoch')"  # utc_day, in SQL
+UTC_DAY_SQL: Final = "strftime('%Y-%m-%d', r.started_ns / 1000000000, 'unixepoch')"  # utc_day, in SQL
 
 
 def store_cost(
@@ -297,7 +297,7 @@ def _store_costs(
         clauses.append("r.started_ns < ?")
         parameters.append(until_ns)
     where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
-    day = _UTC_DAY if per_day else "''"
+    day = UTC_DAY_SQL if per_day else "''"
     totals = "count(*), sum(i), sum(o), sum(m), sum(uc), sum(ut), sum(uu), group_concat(run_id), group_concat(m)"
     if by in BY_CALL:
         column = "c.model" if by == "model" else "c.agent"
@@ -308,7 +308,7 @@ def _store_costs(
             f"FROM run_calls c JOIN runs r ON r.run_id = c.run_id{where} GROUP BY {column}, c.run_id"
         )
     else:
-        column = {"team": "r.team", "user": "r.user_id", "conversation": "r.conversation_id", "day": _UTC_DAY}[by]
+        column = {"team": "r.team", "user": "r.user_id", "conversation": "r.conversation_id", "day": UTC_DAY_SQL}[by]
         per_run = (
             f"SELECT {day} AS d, {column} AS k, r.run_id AS run_id, IFNULL(r.input_tokens, 0) AS i, "
             "IFNULL(r.output_tokens, 0) AS o, s.micro_usd AS m, s.unpriced_calls AS uc, s.unpriced_tokens AS ut, "

@@ -23,7 +23,7 @@ from otel_agents._internal.explain.findings import FINDING_KINDS
 from otel_agents._internal.explain.model import iso_utc
 from otel_agents._internal.export.store.schema import RUN_COLUMNS
 from otel_agents._internal.export.store.usage import micro
-from otel_agents._internal.report.cost import parse_outcome, parse_since
+from otel_agents._internal.report.cost import UTC_DAY_SQL, parse_outcome, parse_since
 from otel_agents._internal.run.stop import StopKind
 
 if TYPE_CHECKING:
@@ -210,7 +210,7 @@ def runs_per_day(store: Store, where: RunFilter = RunFilter()) -> dict[str, int]
     clause, parameters = where_sql(where)
     (counted,) = store.query(
         (
-            "SELECT strftime('%Y-%m-%d', r.started_ns / 1000000000, 'unixepoch'), count(*) "
+            f"SELECT {UTC_DAY_SQL}, count(*) "
             f"FROM runs r LEFT JOIN run_summaries s ON s.run_id = r.run_id{clause} GROUP BY 1",
             parameters,
         ),
