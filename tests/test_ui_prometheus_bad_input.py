@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
@@ -161,3 +162,27 @@ def test_exemplars_the_prometheus_cannot_give_leave_the_figures_and_say_why() ->
         context = PrometheusCost(url).cost_context("team", None)
     assert context["exemplars"] == [] and context["since"] == "24h"
     assert context["no_exemplars"].startswith(f"Prometheus at {url} gave no exemplars: {url}/api/v1/query_exemplars")
+
+
+def test_the_points_drawn_are_bounded_to_the_costliest() -> None:
+    """Prometheus keeps up to 100,000 exemplars: the chart draws the MOST_POINTS costliest and says so."""
+    pytest.importorskip("markupsafe")
+    from otel_agents.ui.prometheus import MOST_POINTS
+
+    now = time.time()
+    many = MOST_POINTS * 3
+    exemplars = [
+        {"labels": {"trace_id": f"{n:032x}"}, "value": str(n / 1000), "timestamp": now - many + n} for n in range(many)
+    ]
+    answer = {"status": "success", "data": [{"seriesLabels": {"__name__": "x"}, "exemplars": exemplars}]}
+
+    def reply(path: str) -> tuple[int, str, bytes]:
+        return as_json(200, answer if path == "/api/v1/query_exemplars" else EMPTY[path])
+
+    with answering(reply) as url:
+        context = PrometheusCost(url).cost_context("team", "1h")
+    drawn = [point["trace_id"] for point in context["exemplars"]]
+    assert drawn == [f"{n:032x}" for n in range(many - MOST_POINTS, many)], "the costliest, oldest first"
+    assert context["exemplars_in_range"] == many
+    assert str(context["run_cost_chart"]).count('class="exemplar"') == MOST_POINTS
+    assert [row["trace_id"] for row in context["costliest"]] == drawn[::-1][:10]

@@ -49,6 +49,8 @@ TRACE_ID_LABEL: Final = "trace_id"
 Grafana links the same label to Jaeger)."""
 EXEMPLAR_FEATURE: Final = "exemplar-storage"
 COSTLIEST: Final = 10
+MOST_POINTS: Final = 500
+"""The most exemplars drawn (the costliest): Prometheus keeps up to 100,000 by default."""
 SLOTS: Final = 24
 """About how many points a chart over time has."""
 ESTIMATE: Final = (
@@ -367,7 +369,7 @@ class PrometheusCost:
 
         got = self._answers(by, since, at)
         figures = self._json(got)
-        exemplars, why_none = self._exemplars(got)
+        exemplars, why_none, named = self._exemplars(got)
         since_s = got["at"] - got["range_s"]
         if costliest is not None:
             runs_from, rows = "jaeger", costliest(int(since_s * 1_000_000_000))[:COSTLIEST]
@@ -384,6 +386,7 @@ class PrometheusCost:
             "dimensions": DIMENSIONS,
             "ranges": RANGES if figures["since"] in RANGES else (figures["since"], *RANGES),
             "exemplars": exemplars,
+            "exemplars_in_range": named,
             "no_exemplars": why_none,
             "costliest": rows,
             "costliest_from": runs_from,
@@ -391,12 +394,12 @@ class PrometheusCost:
             "run_cost_chart": run_cost_chart(series, exemplars, got),
         }
 
-    def _exemplars(self, got: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
-        """The run-cost exemplars in range (each a run's trace and cost), newest last; and, when
-        there are none, why."""
+    def _exemplars(self, got: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str | None, int]:
+        """The run-cost exemplars in range to draw (each a run's trace and cost; the MOST_POINTS
+        costliest), newest last; when there are none, why; and how many Prometheus returned."""
         answers, failures = got["answers"], got["failures"]
         if "exemplars" in failures:
-            return [], f"Prometheus at {self.url} gave no exemplars: {failures['exemplars']}"
+            return [], f"Prometheus at {self.url} gave no exemplars: {failures['exemplars']}", 0
         points = []
         for series in answers.get("exemplars", []):
             labels = series.get("seriesLabels", {})
@@ -415,20 +418,25 @@ class PrometheusCost:
                         "service": labels.get("job"),
                     }
                 )
+        named = len(points)
+        if named > MOST_POINTS:  # the costliest: a spike's runs are the ones to open
+            points = sorted(points, key=lambda point: -point["cost_usd"])[:MOST_POINTS]
         points.sort(key=lambda point: point["at"])
         if points:
-            return points, None
+            return points, None, named
         features = str(answers.get("flags", {}).get("enable-feature", ""))
         if "flags" in answers and EXEMPLAR_FEATURE not in features.split(","):
-            return [], (
+            kept_none = (
                 f"Prometheus at {self.url} keeps no exemplars: it runs without "
                 f"--enable-feature={EXEMPLAR_FEATURE} (deploy/'s compose files start it with it), so no "
                 "point leads to a run."
             )
-        return [], (
+            return [], kept_none, 0
+        none_in_range = (
             "No run-cost exemplar in this range: Prometheus keeps one a histogram bucket each scrape, for runs "
             "whose trace is kept (sampled in), and only while they are in its exemplar storage."
         )
+        return [], none_in_range, 0
 
 
 def _costliest_exemplars(exemplars: list[dict[str, Any]]) -> list[dict[str, Any]]:
