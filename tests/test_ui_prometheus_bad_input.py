@@ -30,12 +30,13 @@ EMPTY = {
 
 
 @contextmanager
-def answering(reply: Callable[[str], tuple[int, str, bytes]]) -> Iterator[str]:
-    """An HTTP server on 127.0.0.1 answering each GET with `reply(path)`: (status, content type, body)."""
+def serving_requests(reply: Callable[[str], tuple[int, str, bytes]]) -> Iterator[str]:
+    """An HTTP server on 127.0.0.1 answering each GET with `reply(target)` (the request's path and
+    query): (status, content type, body). Its base URL."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            status, kind, body = reply(urlsplit(self.path).path)
+            status, kind, body = reply(self.path)
             self.send_response(status)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
@@ -47,6 +48,13 @@ def answering(reply: Callable[[str], tuple[int, str, bytes]]) -> Iterator[str]:
 
     with serving(Handler) as server:
         yield f"http://127.0.0.1:{server.server_address[1]}"
+
+
+@contextmanager
+def answering(reply: Callable[[str], tuple[int, str, bytes]]) -> Iterator[str]:
+    """The same, answering by the request's path alone."""
+    with serving_requests(lambda target: reply(urlsplit(target).path)) as url:
+        yield url
 
 
 def as_json(status: int, answer: Any) -> tuple[int, str, bytes]:

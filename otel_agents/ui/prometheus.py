@@ -200,10 +200,7 @@ class PrometheusCost:
     @staticmethod
     def _range(since: str | None) -> tuple[str, int]:
         shown = since or DEFAULT_SINCE
-        try:
-            return shown, parse_since(shown, "since")
-        except ValueError as error:
-            raise ValueError(str(error)) from None
+        return shown, parse_since(shown, "since")
 
     @staticmethod
     def _by(by: str) -> str:
@@ -239,21 +236,29 @@ class PrometheusCost:
             "run_cost_p95": (promql.fill(promql.RUN_COST_P95.expr, per_step), start, at, step),
             "run_cost_max": (promql.fill(promql.RUN_COST_MAX.expr, per_step), start, at, step),
         }
-        if by == "day":
-            first_midnight = (int(at - range_s) // _DAY_S + 1) * _DAY_S
+        if by == "day":  # a UTC day a row: the cost in range over the day (its part in the range)
+            begin = at - range_s
+            first_midnight = (int(begin) // _DAY_S + 1) * _DAY_S
             last_midnight = int(at) // _DAY_S * _DAY_S
-            whole_days = {**every, "__range": _duration(_DAY_S)}
-            if last_midnight >= first_midnight:
+            if first_midnight <= last_midnight and first_midnight - begin >= 1:
+                first_part = {**every, "__range": _duration(first_midnight - begin)}
+                ranged["first_day"] = (
+                    promql.fill(promql.COST_IN_RANGE.expr, first_part),
+                    first_midnight,
+                    first_midnight,
+                    60,
+                )
+            if first_midnight + _DAY_S <= last_midnight:
+                whole_days = {**every, "__range": _duration(_DAY_S)}
                 ranged["days"] = (
                     promql.fill(promql.COST_IN_RANGE.expr, whole_days),
-                    first_midnight,
+                    first_midnight + _DAY_S,
                     last_midnight,
                     _DAY_S,
                 )
-            if at - last_midnight >= 1:
-                instant["today"] = promql.fill(
-                    promql.COST_IN_RANGE.expr, {**every, "__range": _duration(at - last_midnight)}
-                )
+            today = at - max(last_midnight, begin)
+            if today >= 1:
+                instant["today"] = promql.fill(promql.COST_IN_RANGE.expr, {**every, "__range": _duration(today)})
         else:
             instant["rows"] = promql.fill(promql.COST_BY[by].expr, over_range)
             ranged["spend"] = (promql.fill(promql.COST_BY[by].expr, per_step), start, at, step)
@@ -317,7 +322,8 @@ class PrometheusCost:
         if by == "day":
             days = {
                 datetime.fromtimestamp(float(t) - _DAY_S, tz=UTC).strftime("%Y-%m-%d"): _number(v)
-                for series in answers.get("days", {}).get("result", [])
+                for name in ("first_day", "days")
+                for series in answers.get(name, {}).get("result", [])
                 for t, v in series["values"]
             }
             if "today" in answers:
