@@ -190,3 +190,21 @@ async def test_a_prometheus_without_exemplar_storage_gives_a_chart_without_point
     page = render(context)
     assert 'class="exemplar"' not in page
     assert 'id="no-exemplars"' in page and "--enable-feature=exemplar-storage" in page
+
+
+def test_a_prometheus_that_refuses_the_query_is_said_so_with_its_own_error_text(chain: Chain, tmp_path: Path) -> None:
+    """Debian's Prometheus allowed ten samples a query: it answers the page's queries with its error."""
+    from otel_agents.ui.prometheus import PrometheusUnavailable
+    from tests.support.prometheus import start_prometheus
+
+    strict = start_prometheus(tmp_path, [chain.collector.scrape_target], flags=["--query.max-samples=10"])
+    try:
+        began = time.time()
+        assert poll(lambda: strict.scraped_since(began), bool, within_s=30), "a scrape, so queries load samples"
+        with pytest.raises(PrometheusUnavailable) as refused:
+            PrometheusCost(strict.url).cost_json("team", RANGE)
+    finally:
+        strict.stop()
+    message = str(refused.value)
+    assert message.startswith(f"Prometheus at {strict.url} answered 422 to /api/v1/query"), message
+    assert "too many samples" in message, "Prometheus's own error text"
