@@ -122,7 +122,6 @@ async def test_the_pages_figures_are_prometheuss_answers_to_the_dashboards_queri
     }
     assert {row["key"]: row["cost_usd"] for row in figures["rows"]} == by_team
     assert by_team[service] > 0, "this test's team is a row, with its cost"
-    assert figures["runs"] >= 3
 
 
 async def test_the_cost_charts_points_are_the_runs_exemplars_and_open_runs_jaeger_holds(
