@@ -1,6 +1,11 @@
-"""`otel-agents ui`: the web page over the embedded store.
+"""`otel-agents ui`: the web page over the embedded store, or over Jaeger and Prometheus at scale.
 
     otel-agents ui [--store DIR] [--host 127.0.0.1] [--port 8765] [--allow-host NAME ...] [--open]
+    otel-agents ui --jaeger URL [--service NAME ...] [--prometheus URL] [...]
+
+With `--jaeger` the runs and run pages come from Jaeger's query API and the store is not read; with
+`--prometheus` the cost page comes from Prometheus's HTTP API. A URL that is not http(s)://HOST[:PORT]
+exits 2 with one line naming the option, as every bad option does.
 
 Its first line on stdout, once it listens, is `otel-agents ui: http://HOST:PORT/`; Ctrl-C or
 SIGTERM stops it with exit 0. It needs the optional extra `otel-agents[ui]`; without it, one line
@@ -43,6 +48,23 @@ def add_parser(commands: Any) -> None:
         help="another name requests may give in their Host header (a proxy's, a machine's); repeatable",
     )
     ui.add_argument("--open", action="store_true", help="open the page in the default browser")
+    ui.add_argument(
+        "--jaeger",
+        metavar="URL",
+        help="read the runs from Jaeger's query API at URL (its UI's address) instead of the store",
+    )
+    ui.add_argument(
+        "--service",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --jaeger: the service whose runs to list (repeatable; default: every service Jaeger knows)",
+    )
+    ui.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="read the cost page from Prometheus's HTTP API at URL (the Prometheus that scrapes the Collector)",
+    )
 
 
 def missing_extra() -> str | None:
@@ -85,11 +107,49 @@ def run(args: argparse.Namespace, store_dir: Callable[[str | None], Path]) -> in
     """Serve until a signal; the exit status."""
     if not 0 <= args.port <= 65535:
         raise ValueError(f"--port {args.port}: expected a port number from 0 to 65535")
+    jaeger_url = getattr(args, "jaeger", None)
+    prometheus_url = getattr(args, "prometheus", None)
+    services = [s for s in getattr(args, "service", []) or []]
+    if services and jaeger_url is None:
+        raise ValueError("--service names Jaeger's services: give --jaeger URL with it")
+    if any(not s.strip() for s in services):
+        raise ValueError("--service '': expected a service name")
+    if jaeger_url is not None:
+        checked_http_url(jaeger_url, "--jaeger", "the base URL of Jaeger's UI or query API")
+    if prometheus_url is not None:
+        checked_http_url(prometheus_url, "--prometheus", "the base URL of Prometheus's HTTP API")
+    if jaeger_url is not None and getattr(args, "store", None) is not None:
+        raise ValueError("--store and --jaeger: the page reads one source; with --jaeger the store is not read")
     absent = missing_extra()
     if absent is not None:
         raise MissingExtra(absent)
     from otel_agents.ui.serve import serve
 
+    jaeger = None
+    if jaeger_url is not None:
+        from otel_agents.ui.jaeger import JaegerSource
+
+        jaeger = JaegerSource(jaeger_url, services)
     return serve(
-        store_dir(args.store), host=args.host, port=args.port, allow_hosts=args.allow_host, open_browser=args.open
+        store_dir(getattr(args, "store", None)),
+        host=args.host,
+        port=args.port,
+        allow_hosts=args.allow_host,
+        open_browser=args.open,
+        jaeger=jaeger,
+        prometheus=prometheus_url.strip().rstrip("/") if prometheus_url is not None else None,
     )
+
+
+def checked_http_url(url: str, option: str, what: str) -> str:
+    """`url` when it is http(s)://HOST[:PORT][/PATH] (no query); ValueError naming `option` otherwise."""
+    from urllib.parse import urlsplit
+
+    try:
+        parsed = urlsplit(url.strip())
+        port_ok = parsed.port is None or 0 < parsed.port < 65536
+    except ValueError:
+        parsed, port_ok = None, False
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname or not port_ok or parsed.query:
+        raise ValueError(f"{option} {url!r}: expected {what}, http://HOST:PORT")
+    return url.strip().rstrip("/")

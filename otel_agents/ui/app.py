@@ -11,6 +11,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from otel_agents.ui import pages
+from otel_agents.ui.jaeger import JaegerSource
 from otel_agents.ui.security import Guard
 
 
@@ -26,9 +27,12 @@ def templates() -> Environment:
     return environment
 
 
-def make_app(store: Path, *, hosts: frozenset[str]) -> Any:
-    """The application serving the store at `store` to requests whose Host is one of `hosts`."""
-    site = pages.Site(Path(store), templates())
+def make_app(
+    store: Path, *, hosts: frozenset[str], jaeger: JaegerSource | None = None, prometheus: str | None = None
+) -> Any:
+    """The application serving the store at `store` (or, given `jaeger`, Jaeger's runs; given
+    `prometheus`, Prometheus's cost) to requests whose Host is one of `hosts`."""
+    site = pages.Site(Path(store), templates(), jaeger=jaeger, prometheus=prometheus)
     routes = [
         Route("/", site.runs_page),
         Route("/runs/{run}", site.run_page),

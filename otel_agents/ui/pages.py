@@ -1,10 +1,13 @@
 """The pages and their JSON: each page is drawn from the JSON of its `/api/` path, which the same
 report code makes for the CLI (`runs --json`, `cost --json`, `explain --json`).
 
-Every store read goes through the store's reader, which never writes; every failure a user can
-meet is an `Answer` (a page, or `{"error": ...}` under `/api/`) saying what is wrong: a bad filter
-(400), an unknown or ambiguous run (404, with the prefix's matches), a missing, damaged or newer
-store (503)."""
+The pages read one source: the embedded store (through its reader, which never writes) or, with
+`otel-agents ui --jaeger URL`, Jaeger's query API (`otel_agents.ui.jaeger`, whose spans and runs are
+the store's rows, so the same code draws them); the cost page reads Prometheus with `--prometheus
+URL` (`otel_agents.ui.prometheus`). Every failure a user can meet is an `Answer` (a page, or
+`{"error": ...}` under `/api/`) saying what is wrong: a bad filter (400), an unknown or ambiguous run
+(404, with the prefix's matches), a missing, damaged or newer store, or a Jaeger or Prometheus that
+cannot be read (503, naming its URL)."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from types import MappingProxyType
@@ -28,6 +31,7 @@ from otel_agents._internal.explain.errors import ExplainError
 from otel_agents._internal.explain.model import iso_utc
 from otel_agents._internal.explain.text import summary_line
 from otel_agents._internal.export.store.reader import RunNotFound, Store, StoredRun, StoredSpan, run_subtree
+from otel_agents._internal.export.store.rows import stored_span
 from otel_agents._internal.export.store.schema import StoreDamaged, StoreError, StoreVersionError
 from otel_agents._internal.report import cost as cost_report_module
 from otel_agents._internal.report.explained import explain_stored_with_spans
@@ -35,6 +39,8 @@ from otel_agents._internal.report.runs import SORTS, RunFilter, list_runs, run_f
 from otel_agents._internal.report.trace import shown_costs, span_json, tree_order
 from otel_agents._internal.run.stop import StopKind
 from otel_agents.ui import charts
+from otel_agents.ui.jaeger import SEARCH_DEPTH as JAEGER_SEARCH_DEPTH
+from otel_agents.ui.jaeger import JaegerSource, JaegerUnavailable, NotInJaeger, run_of
 from otel_agents.ui.waterfall import waterfall
 
 if TYPE_CHECKING:
@@ -54,6 +60,13 @@ STOP_KINDS: Final = get_args(StopKind)
 COST_RANGES: Final = ("24h", "7d", "30d", "90d")
 LOOP_STOPS: Final = ("loop_guard", "max_messages")
 """The stops the cost page counts over time: a loop guard's, a message limit's."""
+JAEGER_WINDOW_S: Final = 3600
+"""The window the runs page reads from Jaeger when `since` is not given: the hour up to `until`."""
+NO_PROMETHEUS: Final = (
+    "The cost figures come from Prometheus when the runs come from Jaeger: start the page with "
+    "--prometheus URL, the Prometheus that scrapes the Collector's metrics (deploy/'s: http://localhost:9090). "
+    "The embedded store is not read with --jaeger."
+)
 EMPTY_STORE: Final = (
     "No runs in this store yet. Put one in: run `otel-agents demo` (an offline demo team), or call "
     "`otel_agents.configure()` in your app (or start it under `opentelemetry-instrument`) and run a team: "
@@ -131,16 +144,37 @@ def _day(iso: str) -> str:
     return iso[:10]
 
 
-class Site:
-    """The pages over one store directory."""
+Source = Store | JaegerSource
+"""What a page reads its runs from: the embedded store, or Jaeger's query API."""
 
-    def __init__(self, directory: Path, environment: Environment) -> None:
+
+class Site:
+    """The pages over one source: a store directory, or Jaeger (`jaeger`); the cost page over the
+    store, or Prometheus (`prometheus`: its base URL)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        environment: Environment,
+        *,
+        jaeger: JaegerSource | None = None,
+        prometheus: str | None = None,
+    ) -> None:
         self.directory = directory
         self.environment = environment
+        self.jaeger = jaeger
+        self.prometheus = prometheus
+
+    @property
+    def source_name(self) -> str:
+        """What the pages read, as the header shows it."""
+        return str(self.jaeger) if self.jaeger is not None else str(self.directory)
 
     # --- reading -----------------------------------------------------------------------------
 
-    def _store(self, notices: list[str]) -> Store:
+    def _store(self, notices: list[str]) -> Source:
+        if self.jaeger is not None:
+            return self.jaeger
         if not self.directory.exists():
             raise Answer(
                 503,
@@ -152,7 +186,7 @@ class Site:
         return Store(self.directory, notice=notices.append)
 
     def _guarded(
-        self, request: Request, build: Callable[[Store, list[str]], Any], *, api: bool, template: str | None = None
+        self, request: Request, build: Callable[[Any, list[str]], Any], *, api: bool, template: str | None = None
     ) -> Response:
         notices: list[str] = []
         try:
@@ -160,6 +194,12 @@ class Site:
             result = build(store, notices)
         except Answer as answer:
             return self._problem(request, answer, api=api, notices=notices)
+        except NotInJaeger as error:
+            return self._problem(request, Answer(404, str(error)), api=api, notices=notices)
+        except JaegerUnavailable as error:
+            return self._problem(request, Answer(503, str(error)), api=api, notices=notices)
+        except _prometheus_unavailable() as error:
+            return self._problem(request, Answer(503, str(error)), api=api, notices=notices)
         except (StoreVersionError, StoreDamaged) as error:
             return self._problem(request, Answer(503, str(error)), api=api, notices=notices)
         except StoreError as error:
@@ -176,7 +216,7 @@ class Site:
         return self._html(template, result, notices)
 
     def _html(self, template: str, context: Mapping[str, Any], notices: Sequence[str], status: int = 200) -> Response:
-        page = Page(title=str(context.get("title", "otel-agents")), store=str(self.directory), notices=list(notices))
+        page = Page(title=str(context.get("title", "otel-agents")), store=self.source_name, notices=list(notices))
         body = self.environment.get_template(template).render(site=page, **context)
         return HTMLResponse(body, status_code=status)
 
@@ -228,7 +268,9 @@ class Site:
             raise Answer(400, f"page {raw_page!r}: expected a page number from 1")
         return where, given, sort, int(raw_page)
 
-    def _runs(self, store: Store, request: Request, extra: Iterable[str] = ()) -> dict[str, Any]:
+    def _runs(self, store: Source, request: Request, extra: Iterable[str] = ()) -> dict[str, Any]:
+        if isinstance(store, JaegerSource):
+            return self._jaeger_runs(store, request, extra)
         where, given, sort, page = self._filters(request, extra)
         found = list_runs(store, where, sort=sort, limit=PER_PAGE, offset=(page - 1) * PER_PAGE)
         pages = max(math.ceil(found.total / PER_PAGE), 1)
@@ -244,24 +286,80 @@ class Site:
             "filters": given,
         }
 
+    def _jaeger_runs(self, jaeger: JaegerSource, request: Request, extra: Iterable[str] = ()) -> dict[str, Any]:
+        """The runs of one time window read from Jaeger (it has no offset: the page's links move the
+        window), filtered on the runs read and sorted within the window fetched."""
+        where, given, sort, page = self._filters(request, extra)
+        if page != 1:
+            raise Answer(400, f"page {page}: Jaeger has no offset; its runs are paged by window (since, until)")
+        now = time.time_ns()
+        until_ns = where.until_ns if where.until_ns is not None else now
+        since_ns = where.since_ns if where.since_ns is not None else until_ns - JAEGER_WINDOW_S * 1_000_000_000
+        window = jaeger.window(since_ns, until_ns, replace(where, since_ns=None, until_ns=None))
+        rows = _sorted_rows(window.rows, sort)
+        width = until_ns - since_ns
+        kept = {k: v for k, v in given.items() if k not in ("since", "until")}
+        older = {**kept, "since": iso_utc(since_ns - width), "until": iso_utc(since_ns)}
+        newer = {**kept, "since": iso_utc(until_ns), "until": iso_utc(until_ns + width)} if until_ns < now else None
+        return {
+            "runs": rows,
+            "total": len(rows),
+            "page": 1,
+            "pages": 1,
+            "per_page": len(rows),
+            "sort": sort,
+            "filters": given,
+            "source": {
+                "jaeger": jaeger.url,
+                "services": window.services,
+                "since": iso_utc(since_ns),
+                "until": iso_utc(until_ns),
+                "sorted": "within the window fetched",
+                "filtered": "on the runs read from Jaeger (Jaeger's /api/v3 search takes no attributes)"
+                if any(k in given for k in ("team", "user_id", "stop_kind", "outcome", "finding"))
+                else None,
+                "cut": window.cut,
+                "older": older,
+                "newer": newer,
+            },
+        }
+
     def runs_api(self, request: Request) -> Response:
         return self._guarded(request, lambda store, _: self._runs(store, request), api=True)
 
     def runs_page(self, request: Request) -> Response:
         partial = request.query_params.get("partial") == "rows"
 
-        def build(store: Store, notices: list[str]) -> Any:
+        def build(store: Source, notices: list[str]) -> Any:
             listed = self._runs(store, request, extra=("partial",))
-            empty = listed["total"] == 0 and not listed["filters"] and not list_runs(store, limit=1).total
+            if isinstance(store, JaegerSource):
+                source = listed["source"]
+                if source["cut"]:
+                    notices.append(
+                        f"Jaeger returned its most traces ({JAEGER_SEARCH_DEPTH}) for {', '.join(source['cut'])} in "
+                        "this window: older runs of the window may be missing. Narrow the window (since, until)."
+                    )
+                empty = (
+                    f"No runs in {store} from {source['since']} to {source['until']}"
+                    f" (services: {', '.join(source['services']) or 'none yet'})."
+                    if listed["total"] == 0 and not listed["filters"].keys() - {"since", "until"}
+                    else None
+                )
+            else:
+                empty = (
+                    EMPTY_STORE
+                    if listed["total"] == 0 and not listed["filters"] and not list_runs(store, limit=1).total
+                    else None
+                )
             query = {**listed["filters"], "sort": listed["sort"]}
             context = {
                 "title": "Runs · otel-agents",
                 **listed,
-                "empty": EMPTY_STORE if empty else None,
+                "empty": empty,
                 "stop_kinds": STOP_KINDS,
                 "sorts": SORTS,
                 "query": query,
-                "live": listed["page"] == 1 and listed["sort"] == "time",
+                "live": listed["page"] == 1 and listed["sort"] == "time" and "source" not in listed,
                 "poll": "/api/runs?" + _query({**listed["filters"], "sort": "time"}),
                 "rows_url": "/?" + _query({**listed["filters"], "sort": "time", "partial": "rows"}),
             }
@@ -273,7 +371,9 @@ class Site:
 
     # --- one run -----------------------------------------------------------------------------
 
-    def _explained(self, store: Store, ident: str) -> tuple[Explanation, StoredRun | None, list[StoredSpan]]:
+    def _explained(self, store: Source, ident: str) -> tuple[Explanation, StoredRun | None, list[StoredSpan]]:
+        if isinstance(store, JaegerSource):
+            return _explained_from_jaeger(store, ident)
         try:
             explanation, held = explain_stored_with_spans(store, ident)
         except ExplainError as error:
@@ -327,7 +427,7 @@ class Site:
             data = explanation.to_dict()
             others = (
                 [r for r in store.conversation_runs(run.conversation_id) if r.run_id != run.run_id]
-                if run is not None and run.conversation_id
+                if run is not None and run.conversation_id and isinstance(store, Store)
                 else []
             )
             detail = next((s for s in spans if s.span_id == chosen), None) if chosen else None
@@ -423,9 +523,38 @@ class Site:
                 raise Answer(400, str(error).replace("--since", "since")) from None
         return by, since, since_ns
 
+    def _prometheus_cost(self) -> Any:
+        """The Prometheus source of the cost page (`--prometheus URL`)."""
+        from otel_agents.ui.prometheus import PrometheusCost
+
+        assert self.prometheus is not None
+        return PrometheusCost(self.prometheus)
+
+    def _costliest(self, jaeger: JaegerSource) -> Callable[[int], list[dict[str, Any]]]:
+        """The costliest runs since a time, from Jaeger's window up to now (for the cost page)."""
+
+        def costliest(since_ns: int) -> list[dict[str, Any]]:
+            return _sorted_rows(jaeger.window(since_ns, time.time_ns()).rows, "cost")[:10]
+
+        return costliest
+
+    def _cost_source(self, request: Request) -> Any:
+        """The cost's answer when it does not come from the store: Prometheus's (`--prometheus`), or
+        an Answer saying where it would come from (`--jaeger` alone); None: from the store."""
+        if self.prometheus is not None:
+            return self._prometheus_cost()
+        if self.jaeger is not None:
+            self._cost_params(request)  # a bad parameter is still one
+            raise Answer(503, NO_PROMETHEUS)
+        return None
+
     def cost_api(self, request: Request) -> Response:
-        def build(store: Store, _: list[str]) -> Any:
-            by, _since, since_ns = self._cost_params(request)
+        def build(store: Source, _: list[str]) -> Any:
+            prometheus = self._cost_source(request)
+            by, since, since_ns = self._cost_params(request)
+            if prometheus is not None:
+                return _by_prometheus(prometheus.cost_json, by, since)
+            assert isinstance(store, Store)
             return cost_report_module.cost_report(store, by, since_ns=since_ns)
 
         return self._guarded(request, build, api=True)
@@ -451,15 +580,34 @@ class Site:
         return {"days": days, "by": by}
 
     def cost_days_api(self, request: Request) -> Response:
-        def build(store: Store, _: list[str]) -> Any:
-            by, _since, since_ns = self._cost_params(request)
+        def build(store: Source, _: list[str]) -> Any:
+            prometheus = self._cost_source(request)
+            by, since, since_ns = self._cost_params(request)
+            if prometheus is not None:  # Prometheus's answers are per step already: the same JSON
+                return _by_prometheus(prometheus.cost_json, by, since)
+            assert isinstance(store, Store)
             return self._days(store, by, since_ns)
 
         return self._guarded(request, build, api=True)
 
     def cost_page(self, request: Request) -> Response:
-        def build(store: Store, notices: list[str]) -> Any:
+        def build(store: Source, notices: list[str]) -> Any:
+            if self.prometheus is not None:
+                by, since, _ = self._cost_params(request)
+                from_jaeger = self._costliest(store) if isinstance(store, JaegerSource) else None
+                context = _by_prometheus(self._prometheus_cost().cost_context, by, since, costliest=from_jaeger)
+                return self._html("cost_prometheus.html", context, notices)
             by, since, since_ns = self._cost_params(request)
+            if isinstance(store, JaegerSource):
+                return {
+                    "title": "Cost · otel-agents",
+                    "empty": NO_PROMETHEUS,
+                    "by": by,
+                    "since": since,
+                    "dimensions": cost_report_module.DIMENSIONS,
+                    "ranges": COST_RANGES,
+                    "rows": [],
+                }
             rows = cost_report_module.cost_report(store, by, since_ns=since_ns)
             if not rows and not list_runs(store, limit=1).total:
                 return {
@@ -557,6 +705,39 @@ class Site:
 # --- helpers ---------------------------------------------------------------------------------------
 
 
+class _NeverRaised(Exception):
+    """Stands for PrometheusUnavailable where the Prometheus source is not installed."""
+
+
+def _prometheus_unavailable() -> type[Exception]:
+    try:
+        from otel_agents.ui.prometheus import PrometheusUnavailable
+    except ImportError:
+        return _NeverRaised
+    return PrometheusUnavailable
+
+
+def _by_prometheus(ask: Callable[..., dict[str, Any]], by: str, since: str | None, **more: Any) -> dict[str, Any]:
+    """Prometheus's answer for `by`: a dimension it cannot group by is a bad request."""
+    try:
+        return ask(by, since, **more)
+    except ValueError as error:
+        raise Answer(400, str(error)) from None
+
+
+def _sorted_rows(rows: Sequence[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
+    """`runs --json` rows in the order `runs --sort` gives (`SORTS`): newest first for `time`, else
+    highest first, ties newest first (a run without a cost last for `cost`)."""
+    newest = sorted(rows, key=lambda r: (r["started_at"], r["run_id"]), reverse=True)
+    if sort == "cost":
+        return sorted(newest, key=lambda r: (r["cost_usd"] is None, -(r["cost_usd"] or 0.0)))
+    if sort == "duration":
+        return sorted(newest, key=lambda r: -r["duration_s"])
+    if sort == "tokens":
+        return sorted(newest, key=lambda r: -((r["input_tokens"] or 0) + (r["output_tokens"] or 0)))
+    return newest
+
+
 def _query(values: Mapping[str, Any]) -> str:
     from urllib.parse import urlencode
 
@@ -603,6 +784,25 @@ def _shown(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False)
+
+
+def _explained_from_jaeger(jaeger: JaegerSource, ident: str) -> tuple[Explanation, StoredRun | None, list[StoredSpan]]:
+    """The run `ident` names (a whole run id or trace id) read whole from Jaeger, explained as the
+    store's run is: its explanation, its run row (None: the trace holds no finished run) and the
+    spans its page draws (the run's, and those a lost span cut off)."""
+    from otel_agents._internal.explain.analysis import explain_spans
+
+    held, run_hint = jaeger.spans_of(ident)
+    trace_id = held[0].trace_id
+    try:
+        explanation = explain_spans([stored_span(s) for s in held], run_hint, where=f"trace {trace_id}")
+    except ExplainError as error:
+        raise Answer(404, f"{error} (in Jaeger at {jaeger.url})") from None
+    run_id = explanation.run.run_id
+    if run_id is None:
+        return explanation, None, held
+    run = next((r for r in map(run_of, held) if r is not None and r.run_id == run_id), None)
+    return explanation, run, _with_orphans(run_subtree(run_id, held), held)
 
 
 def _with_orphans(run: list[StoredSpan], trace: Sequence[StoredSpan]) -> list[StoredSpan]:

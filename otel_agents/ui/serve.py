@@ -17,6 +17,7 @@ from typing import Final
 import uvicorn
 
 from otel_agents.ui.app import make_app
+from otel_agents.ui.jaeger import JaegerSource
 from otel_agents.ui.security import allowed_hosts, is_loopback
 
 EVERYONE_READS: Final = (
@@ -25,7 +26,7 @@ EVERYONE_READS: Final = (
 )
 
 
-def exposure_warning(host: str, url: str, store: Path) -> str | None:
+def exposure_warning(host: str, url: str, store: Path | str) -> str | None:
     """The one warning printed when the page listens beyond this machine's loopback, else None."""
     return None if is_loopback(host) else EVERYONE_READS.format(host=host, url=url, store=store)
 
@@ -81,8 +82,18 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(store: Path, *, host: str, port: int, allow_hosts: Sequence[str] = (), open_browser: bool = False) -> int:
-    """Serve the page over the store at `store` until a signal; the exit status."""
+def serve(
+    store: Path,
+    *,
+    host: str,
+    port: int,
+    allow_hosts: Sequence[str] = (),
+    open_browser: bool = False,
+    jaeger: JaegerSource | None = None,
+    prometheus: str | None = None,
+) -> int:
+    """Serve the page over the store at `store` (or Jaeger's runs, `jaeger`; Prometheus's cost,
+    `prometheus`) until a signal; the exit status."""
     try:
         sock = _listen(host, port)
     except OSError as error:
@@ -91,10 +102,10 @@ def serve(store: Path, *, host: str, port: int, allow_hosts: Sequence[str] = (),
         return 1
     bound_port = sock.getsockname()[1]
     url = url_of(host, bound_port)
-    warning = exposure_warning(host, url, store)
+    warning = exposure_warning(host, url, str(jaeger) if jaeger is not None else store)
     if warning:
         print(warning, file=sys.stderr, flush=True)
-    app = make_app(store, hosts=allowed_hosts(host, allow_hosts))
+    app = make_app(store, hosts=allowed_hosts(host, allow_hosts), jaeger=jaeger, prometheus=prometheus)
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1, server_header=False
     )

@@ -1,0 +1,463 @@
+"""The page's runs read from Jaeger's query API (`otel-agents ui --jaeger URL`), as the store's rows.
+
+Jaeger v2's `/api/v3` (OTLP JSON; the reader `explain --jaeger` uses) gives the traces of a time
+window per service (`/api/v3/traces?query.service_name=...&query.start_time_min=...`, at most
+`SEARCH_DEPTH` of them, newest stored first) and a trace by its id (`/api/v3/traces/{id}`); its
+services are `/api/v3/services`. Its HTTP search takes no attributes (Jaeger 2.12's gateway leaves
+them empty), so a run id is looked up through the older `/api/traces?service=&tags=` search, whose
+trace ids are then read whole through `/api/v3`.
+
+Each span becomes a `StoredSpan` as the store's writer would have stored it (kind, status,
+attributes, events, links, resource, scope), each run span a `StoredRun` (its row in the store), so
+the run page, its waterfall, explain's analysis and `runs --json`'s rows are drawn by the same code
+from either source. Every request is bounded by `timeout_s` (5 s; `OTEL_AGENTS_UI_TIMEOUT_S` sets
+it, for tests); every failure is a `JaegerUnavailable` naming the URL and what went wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from otel_agents._internal import keys as sc
+from otel_agents._internal.explain.errors import NotOtlpJson
+from otel_agents._internal.explain.otlp_json import _attributes, _field, _id, _nanos, _resource_spans
+from otel_agents._internal.export.store.rows import StoredOutcome, StoredRun, StoredSpan, stored_span
+from otel_agents._internal.export.store.schema import stored_text
+from otel_agents._internal.report.runs import Listed, RunFilter, run_json
+
+TIMEOUT_S: Final = 5.0
+"""The longest one request to Jaeger may take."""
+TIMEOUT_VARIABLE: Final = "OTEL_AGENTS_UI_TIMEOUT_S"
+SEARCH_DEPTH: Final = 500
+"""The most traces one service's search of a window returns (Jaeger's `query.num_traces`)."""
+MAX_SERVICES: Final = 50
+"""The most services one window is searched over (each a request)."""
+WORKERS: Final = 8
+_KINDS: Final = {0: "INTERNAL", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
+_KIND_NAMES: Final = {
+    "SPAN_KIND_UNSPECIFIED": "INTERNAL",
+    "SPAN_KIND_INTERNAL": "INTERNAL",
+    "SPAN_KIND_SERVER": "SERVER",
+    "SPAN_KIND_CLIENT": "CLIENT",
+    "SPAN_KIND_PRODUCER": "PRODUCER",
+    "SPAN_KIND_CONSUMER": "CONSUMER",
+}
+_STATUS: Final = {1: "OK", 2: "ERROR", "STATUS_CODE_OK": "OK", "STATUS_CODE_ERROR": "ERROR"}
+JAEGER_OWN: Final = "@jaeger@"
+"""The prefix of the attributes Jaeger adds to what it was sent (`@jaeger@warnings`): not the app's."""
+_RUN_OPERATIONS: Final = (sc.OPERATION_INVOKE_WORKFLOW, sc.OPERATION_INVOKE_AGENT)
+
+
+class JaegerUnavailable(Exception):
+    """Jaeger could not be asked, or did not answer as its query API does: the message names the URL."""
+
+
+class NotInJaeger(Exception):
+    """Jaeger holds no such trace or run."""
+
+
+def timeout_s() -> float:
+    """The bound on one request: `OTEL_AGENTS_UI_TIMEOUT_S` when it is a positive number, else 5 s."""
+    raw = os.environ.get(TIMEOUT_VARIABLE, "").strip()
+    try:
+        value = float(raw) if raw else TIMEOUT_S
+    except ValueError:
+        return TIMEOUT_S
+    return value if 0 < value <= 60 else TIMEOUT_S
+
+
+def checked_url(url: str, option: str = "--jaeger") -> str:
+    """The base URL of Jaeger's query API (its UI's address), without a trailing slash; ValueError
+    naming `option` when it is not an http(s) URL."""
+    parsed = urllib.parse.urlsplit(url.strip())
+    if parsed.scheme not in ("http", "https") or not parsed.netloc or parsed.query or parsed.fragment:
+        raise ValueError(f"{option} {url!r}: expected the base URL of Jaeger's UI or query API, http://HOST:PORT")
+    return url.strip().rstrip("/")
+
+
+def _rfc3339(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _plain_attributes(items: Any) -> dict[str, Any]:
+    return {k: _plain(v) for k, v in _attributes(items).items()}
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, int):
+        return _KINDS.get(value, "INTERNAL")
+    return _KIND_NAMES.get(str(value), "INTERNAL")
+
+
+def _span(span: Mapping[str, Any], resource: dict[str, Any], scope: Mapping[str, Any]) -> StoredSpan:
+    trace_id = _id(_field(span, "traceId", "trace_id"), 16, "trace id")
+    span_id = _id(_field(span, "spanId", "span_id"), 8, "span id")
+    if trace_id is None or span_id is None:
+        raise NotOtlpJson("a span without a trace id or a span id")
+    start = _nanos(_field(span, "startTimeUnixNano", "start_time_unix_nano"), "start")
+    end = max(_nanos(_field(span, "endTimeUnixNano", "end_time_unix_nano"), "end"), start)
+    given_status = span.get("status")
+    status: Mapping[str, Any] = given_status if isinstance(given_status, Mapping) else {}
+    flags = span.get("flags")
+    flag_bits = int(flags) if isinstance(flags, int) or (isinstance(flags, str) and flags.isdigit()) else 0
+    events: list[dict[str, Any]] = [
+        {
+            "name": str(event.get("name", "")),
+            "timestamp": _nanos(_field(event, "timeUnixNano", "time_unix_nano"), "event time"),
+            "attributes": _plain_attributes(event.get("attributes")),
+        }
+        for event in span.get("events") or ()
+        if isinstance(event, Mapping)
+    ]
+    events.sort(key=lambda event: int(event["timestamp"]))  # as they happened (Jaeger may reorder them)
+    data = {
+        "kind": _kind(span.get("kind", 0)),
+        "trace_flags": (flag_bits & 0xFF) or 1,  # exported spans were sampled
+        "parent_is_remote": bool(flag_bits & 0x100 and flag_bits & 0x200),
+        "status": {"code": _STATUS.get(status.get("code"), "UNSET"), "description": status.get("message") or None},
+        "attributes": {
+            k: v for k, v in _plain_attributes(span.get("attributes")).items() if not k.startswith(JAEGER_OWN)
+        },
+        "events": events,
+        "links": [
+            {
+                "trace_id": _id(_field(link, "traceId", "trace_id"), 16, "link's trace id"),
+                "span_id": _id(_field(link, "spanId", "span_id"), 8, "link's span id"),
+                "attributes": _plain_attributes(link.get("attributes")),
+            }
+            for link in span.get("links") or ()
+            if isinstance(link, Mapping)
+        ],
+        "resource": resource,
+        "scope": {"name": str(scope.get("name") or ""), "version": str(scope.get("version") or "")},
+    }
+    parent = _id(_field(span, "parentSpanId", "parent_span_id"), 8, "parent span id")
+    return StoredSpan(trace_id, span_id, parent, str(span.get("name", "")), start, end, data)
+
+
+def stored_spans(document: Any) -> list[StoredSpan]:
+    """The spans of Jaeger's `/api/v3` answer (OTLP JSON) as the store's rows, ordered by start as
+    the store reads them. NotOtlpJson when it is not OTLP JSON."""
+    out: list[StoredSpan] = []
+    try:
+        for resource_spans in _resource_spans(document):
+            if not isinstance(resource_spans, Mapping):
+                raise NotOtlpJson("a resourceSpans entry is not an object")
+            resource = _plain_attributes((resource_spans.get("resource") or {}).get("attributes"))
+            for scope_spans in _field(resource_spans, "scopeSpans", "scope_spans") or ():
+                if not isinstance(scope_spans, Mapping):
+                    raise NotOtlpJson("a scopeSpans entry is not an object")
+                given_scope = scope_spans.get("scope")
+                scope: Mapping[str, Any] = given_scope if isinstance(given_scope, Mapping) else {}
+                for span in scope_spans.get("spans") or ():
+                    if not isinstance(span, Mapping):
+                        raise NotOtlpJson("a span is not an object")
+                    out.append(_span(span, resource, scope))
+    except (TypeError, ValueError, AttributeError) as error:
+        if isinstance(error, NotOtlpJson):
+            raise
+        raise NotOtlpJson(f"a value is not as OTLP JSON writes it ({error})") from None
+    out.sort(key=lambda s: s.start_ns)
+    return out
+
+
+def _count(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _number(value: Any) -> Any:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def run_of(span: StoredSpan) -> StoredRun | None:
+    """The run a run span is, as the store's writer rows it (None: not a run span)."""
+    attributes = span.attributes
+    run_id = attributes.get(sc.RUN_ID)
+    if attributes.get(sc.GEN_AI_OPERATION_NAME) not in _RUN_OPERATIONS or not isinstance(run_id, str) or not run_id:
+        return None
+    return StoredRun(
+        run_id=run_id,
+        trace_id=span.trace_id,
+        team=stored_text(attributes.get(sc.GEN_AI_WORKFLOW_NAME)),
+        started_ns=span.start_ns,
+        ended_ns=span.end_ns,
+        messages=_number(attributes.get(sc.MESSAGE_COUNT)),
+        input_tokens=_number(attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS)),
+        output_tokens=_number(attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)),
+        cost_usd=_number(attributes.get(sc.COST_USD)),
+        stop_reason=stored_text(attributes.get(sc.STOP_REASON)),
+        stop_kind=stored_text(attributes.get(sc.STOP_KIND)),
+        user_id=stored_text(attributes.get(sc.USER_ID)),
+        session_id=stored_text(attributes.get(sc.SESSION_ID)),
+        conversation_id=stored_text(attributes.get(sc.GEN_AI_CONVERSATION_ID)),
+        unknown_calls=_count(attributes.get(sc.USAGE_UNKNOWN_CALLS)),
+    )
+
+
+def outcomes_of(span: StoredSpan, run_id: str) -> list[StoredOutcome]:
+    """The outcomes on a run span (its `gen_ai.evaluation.result` events), by name."""
+    found: dict[str, StoredOutcome] = {}
+    for event in span.data.get("events") or ():
+        attributes = event.get("attributes") or {}
+        if event.get("name") != sc.GEN_AI_EVALUATION_RESULT_EVENT:
+            continue
+        name, label = attributes.get(sc.GEN_AI_EVALUATION_NAME), attributes.get(sc.GEN_AI_EVALUATION_SCORE_LABEL)
+        if isinstance(name, str) and isinstance(label, str) and name not in found:
+            score = attributes.get(sc.GEN_AI_EVALUATION_SCORE_VALUE)
+            found[name] = StoredOutcome(run_id, name, label, score if isinstance(score, int | float) else None)
+    return [found[name] for name in sorted(found)]
+
+
+def summary_of(spans: Sequence[StoredSpan], run_id: str) -> Listed:
+    """The run's turns and finding kinds, as the store's writer summarises a run."""
+    from otel_agents._internal.explain.analysis import explain_spans
+
+    try:
+        explanation = explain_spans([stored_span(s) for s in spans], run_id)
+    except Exception:  # as the store's summary: a run that cannot be explained lists no turns
+        return Listed(None, ())
+    return Listed(explanation.run.turns, tuple(explanation.finding_kinds))
+
+
+@dataclass(frozen=True)
+class Window:
+    """The runs of a time window: each a `runs --json` row, with turns and findings."""
+
+    rows: list[dict[str, Any]]
+    since_ns: int
+    until_ns: int
+    cut: list[str] = field(default_factory=list)
+    """Services whose search returned its most (`SEARCH_DEPTH`) traces: older ones of the window are not read."""
+    services: list[str] = field(default_factory=list)
+
+
+def _matches(row: Mapping[str, Any], where: RunFilter) -> bool:
+    from otel_agents._internal.report.cost import parse_outcome
+
+    if where.team is not None and row["team"] != where.team:
+        return False
+    if where.user_id is not None and row["user_id"] != where.user_id:
+        return False
+    if where.stop_kind is not None and row["stop_kind"] != where.stop_kind:
+        return False
+    if where.finding is not None and where.finding not in (row.get("findings") or ()):
+        return False
+    if where.outcome is not None:
+        name, label = parse_outcome(where.outcome)
+        if not any(o["name"] == name and o["label"] == label for o in row["outcomes"]):
+            return False
+    if where.conversation is not None and not str(row.get("conversation_id") or "").startswith(where.conversation):
+        return False
+    return True
+
+
+def rows_of_trace(spans: Sequence[StoredSpan]) -> list[tuple[StoredRun, dict[str, Any]]]:
+    """The runs a trace holds (none: it holds no run), each with its `runs --json` row."""
+    out = []
+    for span in spans:
+        run = run_of(span)
+        if run is None:
+            continue
+        out.append((run, run_json(run, outcomes_of(span, run.run_id), summary=summary_of(spans, run.run_id))))
+    return out
+
+
+class JaegerSource:
+    """Jaeger's query API at `url`, for the services `services` (none given: every service it knows)."""
+
+    def __init__(self, url: str, services: Iterable[str] = (), *, timeout: float | None = None) -> None:
+        self.url = checked_url(url)
+        self.services = tuple(dict.fromkeys(s.strip() for s in services if s.strip()))
+        self.timeout_s = timeout_s() if timeout is None else timeout
+
+    def __str__(self) -> str:
+        return f"Jaeger at {self.url}"
+
+    # --- asking ------------------------------------------------------------------------------
+
+    def _get(self, path: str, params: Mapping[str, str] | None = None, *, empty_on_404: bool = False) -> Any:
+        """Jaeger's JSON answer at `path`; None for a 404 when `empty_on_404` (its "No traces
+        found"). JaegerUnavailable naming the URL otherwise."""
+        query = f"?{urllib.parse.urlencode(params)}" if params else ""
+        url = f"{self.url}{path}{query}"
+        request = urllib.request.Request(url, headers={"Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                body = response.read()
+        except urllib.error.HTTPError as error:
+            text = error.read()
+            if error.code == 404 and empty_on_404 and _jaeger_error(text) is not None:
+                return None
+            detail = _jaeger_error(text) or " ".join(text.decode("utf-8", "replace").split())[:200]
+            raise JaegerUnavailable(f"Jaeger at {self.url} answered {url} with {error.code}: {detail}") from None
+        except TimeoutError:
+            raise JaegerUnavailable(f"Jaeger at {self.url} did not answer {url} within {self.timeout_s:g} s") from None
+        except OSError as error:  # URLError, a refused connection, a timeout while connecting
+            reason = getattr(error, "reason", None) or error
+            if isinstance(reason, TimeoutError) or "timed out" in str(reason):
+                raise JaegerUnavailable(
+                    f"Jaeger at {self.url} did not answer {url} within {self.timeout_s:g} s"
+                ) from None
+            raise JaegerUnavailable(f"cannot reach Jaeger at {self.url} ({url}): {reason}") from None
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise JaegerUnavailable(
+                f"{url} did not answer with JSON: is {self.url} Jaeger's query API (its UI's address)?"
+            ) from None
+
+    def known_services(self) -> list[str]:
+        """The services Jaeger knows (`/api/v3/services`)."""
+        answer = self._get("/api/v3/services")
+        services = answer.get("services", []) if isinstance(answer, dict) else None
+        if not isinstance(services, list) or not all(isinstance(s, str) for s in services):
+            raise JaegerUnavailable(
+                f"{self.url}/api/v3/services did not answer with Jaeger's services: is {self.url} Jaeger's query API?"
+            )
+        return sorted(services)
+
+    def _spans_of(self, answer: Any, url: str) -> list[StoredSpan]:
+        try:
+            return stored_spans(answer)
+        except NotOtlpJson as error:
+            raise JaegerUnavailable(
+                f"{url} did not answer with OTLP JSON ({error}): is {self.url} Jaeger's query API?"
+            ) from None
+
+    def _search(self, service: str, since_ns: int, until_ns: int) -> tuple[list[StoredSpan], bool]:
+        params = {
+            "query.service_name": service,
+            "query.start_time_min": _rfc3339(since_ns),
+            "query.start_time_max": _rfc3339(until_ns),
+            "query.num_traces": str(SEARCH_DEPTH),
+        }
+        answer = self._get("/api/v3/traces", params, empty_on_404=True)
+        if answer is None:
+            return [], False
+        spans = self._spans_of(answer, f"{self.url}/api/v3/traces")
+        return spans, len({s.trace_id for s in spans}) >= SEARCH_DEPTH
+
+    def window(self, since_ns: int, until_ns: int, where: RunFilter | None = None) -> Window:
+        """The runs started in [since_ns, until_ns) that `where` matches (filtered on the traces
+        read), from every trace of the window that holds a run."""
+        where = where if where is not None else RunFilter()
+        services = list(self.services) or self.known_services()[:MAX_SERVICES]
+        traces: dict[str, dict[str, StoredSpan]] = {}
+        cut = []
+        if services:
+            with ThreadPoolExecutor(max_workers=min(WORKERS, len(services))) as pool:
+                found = list(pool.map(lambda s: self._search(s, since_ns, until_ns), services))
+            for service, (spans, full) in zip(services, found, strict=True):
+                if full:
+                    cut.append(service)
+                for span in spans:  # a trace across services comes once per service: each span once
+                    traces.setdefault(span.trace_id, {})[span.span_id] = span
+        rows = []
+        for spans_by_id in traces.values():
+            spans = sorted(spans_by_id.values(), key=lambda s: s.start_ns)
+            for run, row in rows_of_trace(spans):
+                if since_ns <= run.started_ns < until_ns and _matches(row, where):
+                    rows.append(row)
+        return Window(rows, since_ns, until_ns, cut, services)
+
+    # --- one trace -----------------------------------------------------------------------------
+
+    def trace(self, trace_id: str) -> list[StoredSpan]:
+        """The trace's spans, read whole; NotInJaeger when Jaeger has none."""
+        url = f"{self.url}/api/v3/traces/{trace_id}"
+        answer = self._get(f"/api/v3/traces/{trace_id}", empty_on_404=True)
+        spans = [] if answer is None else self._spans_of(answer, url)
+        if not spans:
+            raise NotInJaeger(f"no trace {trace_id} in Jaeger at {self.url}")
+        return spans
+
+    def trace_of_run(self, run_id: str) -> str | None:
+        """The trace holding the run `run_id`, through Jaeger's tag search (`/api/traces`) over the
+        services (the last 7 days, as far as Jaeger keeps them); None when none does."""
+        services = list(self.services) or self.known_services()[:MAX_SERVICES]
+        if not services:
+            return None
+        end_us = time.time_ns() // 1000
+
+        def search(service: str) -> set[str]:
+            params = {
+                "service": service,
+                "tags": json.dumps({sc.RUN_ID: run_id}),
+                "start": str(end_us - 7 * 86_400_000_000),
+                "end": str(end_us + 60_000_000),
+                "limit": "2",
+            }
+            answer = self._get("/api/traces", params, empty_on_404=True)
+            data = answer.get("data") if isinstance(answer, dict) else None
+            if answer is not None and not isinstance(data, list | type(None)):
+                raise JaegerUnavailable(f"{self.url}/api/traces did not answer with Jaeger's traces")
+            return {str(t.get("traceID", "")) for t in data or () if isinstance(t, dict)}
+
+        with ThreadPoolExecutor(max_workers=min(WORKERS, len(services))) as pool:
+            found = set().union(*pool.map(search, services))
+        found.discard("")
+        return min(found) if found else None
+
+    def spans_of(self, ident: str) -> tuple[list[StoredSpan], str | None]:
+        """The spans of the trace `ident` names (a whole trace id, or a whole run id), and the run to
+        show among them (None: the trace's only run). NotInJaeger naming what was looked for."""
+        wanted = ident.strip().lower()
+        if len(wanted) != 32 or any(c not in "0123456789abcdef" for c in wanted):
+            raise NotInJaeger(
+                f"{ident!r}: Jaeger looks a run up by its whole run id or trace id (32 hexadecimal digits), "
+                "not a prefix"
+            )
+        try:
+            spans = self.trace(wanted)
+        except NotInJaeger:
+            spans = []
+        if spans and any(s.attributes.get(sc.RUN_ID) == wanted for s in spans):
+            return spans, wanted
+        if spans:
+            return spans, None
+        trace_id = self.trace_of_run(wanted)
+        if trace_id is None:
+            raise NotInJaeger(f"no run or trace {wanted} in Jaeger at {self.url}")
+        return self.trace(_hex_trace_id(trace_id)), wanted
+
+
+def _hex_trace_id(value: str) -> str:
+    return value.strip().lower().rjust(32, "0")
+
+
+def _jaeger_error(body: bytes) -> str | None:
+    """The message of Jaeger's JSON error answer (`{"error": {"message": ...}}`, or v1's
+    `{"errors": [{"msg": ...}]}`), None when the body is not one."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(answer, dict):
+        return None
+    error = answer.get("error")
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return " ".join(error["message"].split())[:200]
+    errors = answer.get("errors")
+    if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+        return " ".join(str(errors[0].get("msg", "")).split())[:200]
+    if answer.get("data") is None and "errors" in answer:
+        return "no such trace"
+    return None
