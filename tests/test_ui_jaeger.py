@@ -285,9 +285,12 @@ def test_the_filters_list_what_the_store_lists(
     assert [without_late_outcomes(r) for r in from_jaeger["runs"]] == [
         without_late_outcomes(r) for r in from_store["runs"]
     ]
-    assert from_jaeger["source"]["filtered"].startswith("on the runs read from Jaeger")
+    searched = [name for name in ("team", "user_id", "stop_kind") if name in filters]
+    assert from_jaeger["source"]["searched_by"] == searched, "Jaeger's tag search takes these"
+    said = "by Jaeger's tag search" if searched else "on the runs read from Jaeger"
+    assert from_jaeger["source"]["filtered"].startswith(said)
     code, _, body = get(ui, f"/?{query}")
-    assert code == 200 and b"filtered on the runs read from Jaeger" in body
+    assert code == 200 and f"filtered {said}".replace("'", "&#39;") in body.decode()
 
 
 def test_the_runs_are_paged_by_time_window(made: Made, ui: UiServer, store_ui: UiServer) -> None:

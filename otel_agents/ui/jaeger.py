@@ -247,6 +247,17 @@ class Window:
     cut: list[str] = field(default_factory=list)
     """Services whose search returned its most (`SEARCH_DEPTH`) traces: older ones of the window are not read."""
     services: list[str] = field(default_factory=list)
+    searched_by: tuple[str, ...] = ()
+    """The filters Jaeger's tag search applied (the others, and these again, applied to the runs read)."""
+
+
+TAG_SEARCH: Final = (("team", sc.GEN_AI_WORKFLOW_NAME), ("user_id", sc.USER_ID), ("stop_kind", sc.STOP_KIND))
+"""The filters Jaeger's tag search applies, each as the run span's attribute it matches."""
+
+
+def tags_of(where: RunFilter) -> dict[str, str]:
+    """The tags Jaeger's search takes for `where` (its team, user and stop kind)."""
+    return {key: value for name, key in TAG_SEARCH if isinstance(value := getattr(where, name), str)}
 
 
 def _matches(row: Mapping[str, Any], where: RunFilter) -> bool:
@@ -360,9 +371,20 @@ class JaegerSource:
         read), from every trace of the window that holds a run."""
         where = where if where is not None else RunFilter()
         services = list(self.services) or self.known_services()[:MAX_SERVICES]
+        tags = tags_of(where)
         traces: dict[str, dict[str, StoredSpan]] = {}
         cut = []
-        if services:
+        if services and tags:
+            with ThreadPoolExecutor(max_workers=min(WORKERS, len(services))) as pool:
+                tagged = list(pool.map(lambda s: self._tagged(s, tags, since_ns, until_ns), services))
+            cut = [service for service, (_, full) in zip(services, tagged, strict=True) if full]
+            wanted = sorted(set().union(*(ids for ids, _ in tagged)))
+            if wanted:
+                with ThreadPoolExecutor(max_workers=min(WORKERS, len(wanted))) as pool:
+                    for spans in pool.map(self._trace_or_none, wanted):
+                        for span in spans:
+                            traces.setdefault(span.trace_id, {})[span.span_id] = span
+        elif services:
             with ThreadPoolExecutor(max_workers=min(WORKERS, len(services))) as pool:
                 found = list(pool.map(lambda s: self._search(s, since_ns, until_ns), services))
             for service, (spans, full) in zip(services, found, strict=True):
@@ -376,7 +398,31 @@ class JaegerSource:
             for run, row in rows_of_trace(spans):
                 if since_ns <= run.started_ns < until_ns and _matches(row, where):
                     rows.append(row)
-        return Window(rows, since_ns, until_ns, cut, services)
+        return Window(rows, since_ns, until_ns, cut, services, tuple(name for name, key in TAG_SEARCH if key in tags))
+
+    def _tagged(self, service: str, tags: Mapping[str, str], since_ns: int, until_ns: int) -> tuple[set[str], bool]:
+        """The ids of the traces of `service` in the window holding a span with every tag of `tags`
+        (Jaeger's `/api/traces` tag search; its `/api/v3` search takes no attributes), and whether
+        the search returned its most."""
+        params = {
+            "service": service,
+            "tags": json.dumps(dict(tags)),
+            "start": str(since_ns // 1000),
+            "end": str(until_ns // 1000 + 1),
+            "limit": str(SEARCH_DEPTH),
+        }
+        answer = self._get("/api/traces", params, empty_on_404=True)
+        data = answer.get("data") if isinstance(answer, dict) else None
+        if answer is not None and not isinstance(data, list | type(None)):
+            raise JaegerUnavailable(f"{self.url}/api/traces did not answer with Jaeger's traces: is it Jaeger?")
+        ids = {_hex_trace_id(str(t["traceID"])) for t in data or () if isinstance(t, dict) and t.get("traceID")}
+        return ids, len(ids) >= SEARCH_DEPTH
+
+    def _trace_or_none(self, trace_id: str) -> list[StoredSpan]:
+        try:
+            return self.trace(trace_id)
+        except NotInJaeger:  # gone since the search (Jaeger's memory storage keeps a bounded number)
+            return []
 
     # --- one trace -----------------------------------------------------------------------------
 

@@ -315,9 +315,8 @@ class Site:
                 "since": iso_utc(since_ns),
                 "until": iso_utc(until_ns),
                 "sorted": "within the window fetched",
-                "filtered": "on the runs read from Jaeger (Jaeger's /api/v3 search takes no attributes)"
-                if any(k in given for k in ("team", "user_id", "stop_kind", "outcome", "finding"))
-                else None,
+                "filtered": _filtered(given, window.searched_by),
+                "searched_by": list(window.searched_by),
                 "cut": window.cut,
                 "older": older,
                 "newer": newer,
@@ -723,6 +722,15 @@ def _by_prometheus(ask: Callable[..., dict[str, Any]], by: str, since: str | Non
         return ask(by, since, **more)
     except ValueError as error:
         raise Answer(400, str(error)) from None
+
+
+def _filtered(given: Mapping[str, str], searched_by: Sequence[str]) -> str | None:
+    """How the runs from Jaeger were filtered, as the runs page says it (None: they were not)."""
+    if not given.keys() & {"team", "user_id", "stop_kind", "outcome", "finding"}:
+        return None
+    if searched_by:
+        return f"by Jaeger's tag search ({', '.join(searched_by)}), then on the runs read"
+    return "on the runs read from Jaeger (its search takes no outcome or finding)"
 
 
 def _sorted_rows(rows: Sequence[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
