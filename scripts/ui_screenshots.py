@@ -8,17 +8,33 @@ screenshots each page in Debian's headless chromium (1280x800 viewport, the full
     cost.png     /cost
     compare.png  /compare?a=RUN&b=RUN   the two runs of the resumed conversation
 
-Usage: .venv/bin/python scripts/ui_screenshots.py [--out DIR]   (default docs/images/ui)
+and, at scale (`otel-agents ui --jaeger URL --prometheus URL`; `--no-scale` leaves them out): the
+same runs made by the same app exported over OTLP through deploy/'s chain (the built Collector, the
+built Jaeger, Debian's Prometheus with exemplar storage scraping the Collector), and four runs
+more made one at a time, each scraped before the next (tests/test_from_a_cost_spike_to_its_run.py):
+
+    runs-jaeger.png     /                  the runs read from Jaeger
+    run-jaeger.png      /runs/RUN          the loop-guard run read from Jaeger
+    cost-prometheus.png /cost?since=1h     the cost from Prometheus, its costliest runs from Jaeger
+
+Usage: .venv/bin/python scripts/ui_screenshots.py [--out DIR] [--no-scale]   (default docs/images/ui)
 It fails (exit 1) when a page answers other than 200 or logs an error, a CSP violation included.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
 import sys
 import tempfile
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -40,9 +56,111 @@ def pages(runs: UiRuns) -> list[tuple[str, str]]:
     ]
 
 
+SCALE_SERVICE = "ui-at-scale"
+
+
+def _fill_through(endpoint: str, store: Path) -> list[dict[str, Any]]:
+    """The web page's fixture runs, made by their app with its store and the OTLP endpoint (traces
+    and metrics): `runs --json` of the store."""
+    from tests.support.cli import cli
+
+    env = {name: value for name, value in os.environ.items() if not name.startswith("OTEL_")}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])]),
+        OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
+        OTEL_SERVICE_NAME=SCALE_SERVICE,
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.support.ui_store_app", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+        env=env,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the fixture app failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    listed = cli("--store", str(store), "runs", "--json", "--limit", "100")
+    rows: list[dict[str, Any]] = json.loads(listed.stdout)
+    return rows
+
+
+@contextlib.contextmanager
+def _scale_ui(workdir: Path) -> Iterator[tuple[Any, list[dict[str, Any]]]]:
+    """deploy/'s chain with the fixture's runs in it, and `otel-agents ui --jaeger --prometheus` over it."""
+    import tests.support.ui_server as launcher
+    from tests.support.backends import built_backends
+    from tests.support.collector import running_collector
+    from tests.support.grafana_links import deploy_prometheus_flags
+    from tests.support.jaeger import poll, running_jaeger
+    from tests.support.prometheus import start_prometheus
+
+    backends = built_backends()
+    with (
+        running_jaeger(backends.jaeger, workdir) as jaeger,
+        running_collector(
+            backends.collector, workdir, jaeger_otlp_grpc=f"127.0.0.1:{jaeger.ports.otlp_grpc}"
+        ) as collector,
+    ):
+        (workdir / "prometheus").mkdir()
+        prometheus = start_prometheus(
+            workdir / "prometheus", [collector.scrape_target], flags=deploy_prometheus_flags()
+        )
+        try:
+            rows = _fill_through(collector.http_endpoint, workdir / "store")
+            counted = f'sum(otel_agents_runs_total{{exported_job="{SCALE_SERVICE}"}})'
+            scraped = poll(
+                lambda: prometheus.query(counted),
+                lambda found: bool(found) and float(found[0]["value"][1]) == len(rows),
+                within_s=90,
+            )
+            if not scraped or float(scraped[0]["value"][1]) != len(rows):
+                raise SystemExit(f"Prometheus never scraped the {len(rows)} runs: {scraped}")
+            # then runs one at a time, each scraped before the next, as a long-running app's are: a
+            # series' first sample holds the runs before it, which increase() cannot count
+            from tests.support.openai_server import OpenAIServer
+            from tests.test_from_a_cost_spike_to_its_run import Chain, run_through_the_chain
+
+            chain = Chain(jaeger, collector, prometheus, prometheus)
+            with OpenAIServer() as server:
+                asyncio.run(
+                    run_through_the_chain(
+                        chain, server, workdir / "paced", service="ui-at-scale-paced", users=["ana", "ben", "cy", "dee"]
+                    )
+                )
+            for row in rows:
+
+                def held(trace_id: str = row["trace_id"]) -> bool:
+                    return bool(jaeger.v3_trace(trace_id))
+
+                if not poll(held, bool, within_s=60):
+                    raise SystemExit(f"trace {row['trace_id']} never reached Jaeger")
+            given = launcher.ui_command
+
+            def without_store(store: Any, *rest: str, port: int = 0, python: Any = None) -> list[str]:
+                command = given(store, *rest, port=port, python=python)
+                at = command.index("--store")
+                return command[:at] + command[at + 2 :]
+
+            jaeger_url = f"http://127.0.0.1:{jaeger.ports.query_http}"
+            with contextlib.ExitStack() as running:
+                launcher.ui_command = without_store
+                try:
+                    ui = running.enter_context(
+                        launcher.ui_server(ROOT, "--jaeger", jaeger_url, "--prometheus", prometheus.url)
+                    )
+                finally:
+                    launcher.ui_command = given
+                yield ui, rows
+        finally:
+            prometheus.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images" / "ui", help="where the PNGs go")
+    parser.add_argument("--no-scale", action="store_true", help="leave out the Jaeger and Prometheus screenshots")
     options = parser.parse_args(argv)
     out: Path = options.out
     out.mkdir(parents=True, exist_ok=True)
@@ -56,6 +174,25 @@ def main(argv: list[str] | None = None) -> int:
             if browser.errors:
                 print("the pages logged errors:\n" + "\n".join(browser.errors), file=sys.stderr)
                 return 1
+    if options.no_scale:
+        return 0
+    with (
+        tempfile.TemporaryDirectory(prefix="otel-agents-ui-scale-") as workdir,
+        _scale_ui(Path(workdir)) as (ui, rows),
+        chromium(viewport={"width": 1280, "height": 800}) as browser,
+    ):
+        loop_guard = next(row["run_id"] for row in rows if row["stop_kind"] == "loop_guard")
+        for name, path in (
+            ("runs-jaeger.png", ""),
+            ("run-jaeger.png", f"runs/{loop_guard}"),
+            ("cost-prometheus.png", "cost?since=1h"),
+        ):
+            browser.open(ui.url + path)
+            browser.page.screenshot(path=str(out / name), full_page=True)
+            print(out / name)
+        if browser.errors:
+            print("the pages logged errors:\n" + "\n".join(browser.errors), file=sys.stderr)
+            return 1
     return 0
 
 
