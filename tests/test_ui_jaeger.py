@@ -449,6 +449,14 @@ def test_something_that_is_not_jaeger_is_named(tmp_path: Path) -> None:
         assert_says_which(ui, url, "did not answer with Jaeger")
 
 
+def test_an_answer_past_the_bound_is_refused_not_held(tmp_path: Path) -> None:
+    from otel_agents.ui.jaeger import MAX_ANSWER_BYTES
+
+    huge = b'{"services": [' + b" " * MAX_ANSWER_BYTES + b"]}"
+    with answering_with(200, "application/json", huge) as url, jaeger_ui(url) as ui:
+        assert_says_which(ui, url, f"more than {MAX_ANSWER_BYTES // 2**20} MiB")
+
+
 # --- the command line ----------------------------------------------------------------------------------
 
 

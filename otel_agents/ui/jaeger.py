@@ -43,6 +43,9 @@ SEARCH_DEPTH: Final = 500
 MAX_SERVICES: Final = 50
 """The most services one window is searched over (each a request)."""
 WORKERS: Final = 8
+"""Requests to Jaeger in flight at once."""
+MAX_ANSWER_BYTES: Final = 32 * 1024 * 1024
+"""The most one answer of Jaeger's is read (memory stays bounded: WORKERS answers at a time)."""
 _KINDS: Final = {0: "INTERNAL", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
 _KIND_NAMES: Final = {
     "SPAN_KIND_UNSPECIFIED": "INTERNAL",
@@ -312,7 +315,7 @@ class JaegerSource:
         request = urllib.request.Request(url, headers={"Accept": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                body = response.read()
+                body = response.read(MAX_ANSWER_BYTES + 1)
         except urllib.error.HTTPError as error:
             text = error.read()
             if error.code == 404 and empty_on_404 and _jaeger_error(text) is not None:
@@ -328,6 +331,11 @@ class JaegerSource:
                     f"Jaeger at {self.url} did not answer {url} within {self.timeout_s:g} s"
                 ) from None
             raise JaegerUnavailable(f"cannot reach Jaeger at {self.url} ({url}): {reason}") from None
+        if len(body) > MAX_ANSWER_BYTES:
+            raise JaegerUnavailable(
+                f"Jaeger at {self.url} answered {url} with more than {MAX_ANSWER_BYTES // 2**20} MiB: narrow the "
+                "window (since, until) or name the services (--service)"
+            )
         try:
             return json.loads(body)
         except ValueError:
