@@ -20,6 +20,7 @@ import http.client
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -150,7 +151,7 @@ def call_outside_any_run(jaeger: Jaeger) -> str:
 
 
 def send_copy(store: Path, row: Mapping[str, Any], endpoint: str, *, service: str, drop_turn: bool = False) -> str:
-    """A copy of the stored run of `row` (fresh trace, span and run ids, started two hours earlier:
+    """A copy of the stored run of `row` (fresh trace, span, run and conversation ids, started two hours earlier:
     outside the runs page's default window) sent to Jaeger's OTLP/HTTP endpoint as service
     `service`; `drop_turn`: without its first turn's span (its children then arrive without their
     parent, as when a span is lost). Its run id."""
@@ -165,13 +166,15 @@ def send_copy(store: Path, row: Mapping[str, Any], endpoint: str, *, service: st
     template = Store(store).spans(row["trace_id"])
     rng = random.Random(row["run_id"] + service)
     trace_id, run_id = f"{rng.getrandbits(128):032x}", f"{rng.getrandbits(128):032x}"
+    conversation = f"{rng.getrandbits(128):032x}"
     ids = {span.span_id: f"{rng.getrandbits(64) | 1:016x}" for span in template}
     dropped = next(s.span_id for s in template if s.name.startswith("invoke_agent ")) if drop_turn else None
     spans = []
     for span in template:
         if span.span_id == dropped:
             continue
-        attributes = {k: run_id if k == sc.RUN_ID else v for k, v in span.data["attributes"].items()}
+        fresh = {sc.RUN_ID: run_id, sc.GEN_AI_CONVERSATION_ID: conversation}
+        attributes = {k: fresh.get(k, v) for k, v in span.data["attributes"].items()}
         resource = {**span.data.get("resource", {}), "service.name": service}
         events = [{**event, "timestamp": event["timestamp"] - EARLIER_NS} for event in span.data.get("events", [])]
         data = {**span.data, "attributes": attributes, "resource": resource, "events": events}
@@ -342,6 +345,23 @@ def test_a_run_page_from_jaeger_is_the_stores_page_of_the_same_run(
         code, _, body = get(ui, f"/runs/{row['run_id']}")
         assert code == 200, body[:500]
         assert row["run_id"].encode() in body and b"cut short" not in body
+
+
+def test_a_run_page_from_jaeger_lists_the_other_runs_of_its_conversation_as_the_stores_does(
+    made: Made, ui: UiServer, store_ui: UiServer
+) -> None:
+    def conversation(server: UiServer, run_id: str) -> str | None:
+        code, _, body = get(server, f"/runs/{run_id}")
+        assert code == 200
+        found = re.search(r'<section id="conversation">.*?</section>', body.decode(), re.S)
+        return found[0] if found else None
+
+    listed = 0
+    for row in made.rows:
+        from_store = conversation(store_ui, row["run_id"])
+        assert conversation(ui, row["run_id"]) == from_store, row["run_id"]
+        listed += from_store is not None
+    assert listed == 2, "the resumed conversation's two runs each list the other"
 
 
 def test_a_trace_cut_short_by_a_lost_span_says_so_on_its_page(made: Made, ui: UiServer) -> None:

@@ -44,6 +44,10 @@ MAX_SERVICES: Final = 50
 """The most services one window is searched over (each a request)."""
 WORKERS: Final = 8
 """Requests to Jaeger in flight at once."""
+LOOKUP_DAYS: Final = 7
+"""How far back a run id, or a conversation's runs, are looked up."""
+CONVERSATION_RUNS: Final = 50
+"""The most traces a conversation's runs are read from, for a run page's list of them."""
 MAX_ANSWER_BYTES: Final = 32 * 1024 * 1024
 """The most one answer of Jaeger's is read (memory stays bounded: WORKERS answers at a time)."""
 _KINDS: Final = {0: "INTERNAL", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
@@ -408,7 +412,9 @@ class JaegerSource:
                     rows.append(row)
         return Window(rows, since_ns, until_ns, cut, services, tuple(name for name, key in TAG_SEARCH if key in tags))
 
-    def _tagged(self, service: str, tags: Mapping[str, str], since_ns: int, until_ns: int) -> tuple[set[str], bool]:
+    def _tagged(
+        self, service: str, tags: Mapping[str, str], since_ns: int, until_ns: int, limit: int = SEARCH_DEPTH
+    ) -> tuple[set[str], bool]:
         """The ids of the traces of `service` in the window holding a span with every tag of `tags`
         (Jaeger's `/api/traces` tag search; its `/api/v3` search takes no attributes), and whether
         the search returned its most."""
@@ -417,14 +423,14 @@ class JaegerSource:
             "tags": json.dumps(dict(tags)),
             "start": str(since_ns // 1000),
             "end": str(until_ns // 1000 + 1),
-            "limit": str(SEARCH_DEPTH),
+            "limit": str(limit),
         }
         answer = self._get("/api/traces", params, empty_on_404=True)
         data = answer.get("data") if isinstance(answer, dict) else None
         if answer is not None and not isinstance(data, list | type(None)):
             raise JaegerUnavailable(f"{self.url}/api/traces did not answer with Jaeger's traces: is it Jaeger?")
         ids = {_hex_trace_id(str(t["traceID"])) for t in data or () if isinstance(t, dict) and t.get("traceID")}
-        return ids, len(ids) >= SEARCH_DEPTH
+        return ids, len(ids) >= limit
 
     def _trace_or_none(self, trace_id: str) -> list[StoredSpan]:
         try:
@@ -455,7 +461,7 @@ class JaegerSource:
             params = {
                 "service": service,
                 "tags": json.dumps({sc.RUN_ID: run_id}),
-                "start": str(end_us - 7 * 86_400_000_000),
+                "start": str(end_us - LOOKUP_DAYS * 86_400_000_000),
                 "end": str(end_us + 60_000_000),
                 "limit": "2",
             }
@@ -469,6 +475,30 @@ class JaegerSource:
             found = set().union(*pool.map(search, services))
         found.discard("")
         return min(found) if found else None
+
+    def conversation_runs(self, conversation_id: str, *, within_s: int = LOOKUP_DAYS * 86_400) -> list[StoredRun]:
+        """The runs of one conversation (exactly this id) Jaeger holds from the last `within_s`,
+        oldest first (at most `CONVERSATION_RUNS`): its tag search, the traces read whole."""
+        services = list(self.services) or self.known_services()[:MAX_SERVICES]
+        if not services:
+            return []
+        now = time.time_ns()
+        tags = {sc.GEN_AI_CONVERSATION_ID: conversation_id}
+        with ThreadPoolExecutor(max_workers=min(WORKERS, len(services))) as pool:
+            found = list(
+                pool.map(
+                    lambda s: self._tagged(s, tags, now - within_s * 1_000_000_000, now, CONVERSATION_RUNS), services
+                )
+            )
+        wanted = sorted(set().union(*(ids for ids, _ in found)))
+        runs: dict[str, StoredRun] = {}
+        if wanted:
+            with ThreadPoolExecutor(max_workers=min(WORKERS, len(wanted))) as pool:
+                for spans in pool.map(self._trace_or_none, wanted):
+                    for run in map(run_of, spans):
+                        if run is not None and run.conversation_id == conversation_id:
+                            runs[run.run_id] = run
+        return sorted(runs.values(), key=lambda run: run.started_ns)
 
     def spans_of(self, ident: str) -> tuple[list[StoredSpan], str | None]:
         """The spans of the trace `ident` names (a whole trace id, or a whole run id), and the run to

@@ -426,7 +426,7 @@ class Site:
             data = explanation.to_dict()
             others = (
                 [r for r in store.conversation_runs(run.conversation_id) if r.run_id != run.run_id]
-                if run is not None and run.conversation_id and isinstance(store, Store)
+                if run is not None and run.conversation_id
                 else []
             )
             detail = next((s for s in spans if s.span_id == chosen), None) if chosen else None
