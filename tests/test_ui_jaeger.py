@@ -23,6 +23,7 @@ import random
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -325,6 +326,50 @@ def test_a_sort_orders_the_window_as_the_store_orders_the_same_runs(
     from_store = get_json(store_ui, f"/api/runs?{query}")
     assert len(from_store["runs"]) >= 2
     assert [r["run_id"] for r in from_jaeger["runs"]] == [r["run_id"] for r in from_store["runs"]]
+
+
+def test_a_window_holding_more_traces_than_one_search_returns_says_so(made: Made) -> None:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from otel_agents._internal.export.replay import readable_span
+    from otel_agents._internal.export.store.rows import StoredSpan
+    from otel_agents.ui.jaeger import SEARCH_DEPTH
+
+    many = "ui-jaeger-many"
+    rng = random.Random(48)
+    start = time.time_ns() - 60 * 1_000_000_000
+    data = {"resource": {"service.name": many}, "attributes": {}}
+    spans = [
+        readable_span(
+            StoredSpan(
+                f"{rng.getrandbits(128):032x}",
+                f"{rng.getrandbits(64) | 1:016x}",
+                None,
+                "request",
+                start + n,
+                start + n + 1000,
+                data,
+            )
+        )
+        for n in range(SEARCH_DEPTH + 1)
+    ]
+    exporter = OTLPSpanExporter(endpoint=f"{made.jaeger.otlp_http}/v1/traces")
+    try:
+        assert exporter.export(spans) == SpanExportResult.SUCCESS
+    finally:
+        exporter.shutdown()  # type: ignore[no-untyped-call]
+    with jaeger_ui(made.url, "--service", many) as only:
+
+        def cut() -> list[str]:
+            answer: list[str] = get_json(only, "/api/runs")["source"]["cut"]
+            return answer
+
+        assert poll(cut, bool, within_s=60) == [many]
+        assert get_json(only, "/api/runs")["runs"] == [], "traces without a run: listed nowhere"
+        code, _, body = get(only, "/")
+        assert code == 200
+        assert f"Jaeger returned its most traces ({SEARCH_DEPTH}) for {many} in this window".encode() in body
 
 
 # --- one run -----------------------------------------------------------------------------------------
