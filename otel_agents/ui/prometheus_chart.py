@@ -23,6 +23,11 @@ def _when(seconds: float, range_s: float) -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).strftime(shown)
 
 
+def _decade(power: int) -> str:
+    """$0.0001, $0.01, $1, $100: a tick of the log scale."""
+    return f"${10.0**power:,.{max(-power, 0)}f}"
+
+
 def _money(value: float) -> str:
     return f"${value:,.6f}" if value < 1 else f"${value:,.2f}"
 
@@ -72,22 +77,31 @@ def run_cost_chart(
                 if math.isfinite(number):
                     lines.setdefault(name, []).append((float(t), number))
     known = [v for points in lines.values() for _, v in points] + [float(p["cost_usd"]) for p in exemplars]
-    peak = max(known, default=0.0) or 1.0
+    positive = [v for v in known if v > 0]
+    # a log scale: a run's cost spans decades (a bucket bound of max beside a median of cents)
+    low = math.floor(math.log10(min(positive, default=1e-4)))
+    high = max(math.ceil(math.log10(max(positive, default=1.0))), low + 1)
 
     def x(t: float) -> float:
         return left + max(min((t - begin) / range_s, 1.0), 0.0) * plot_w
 
     def y(v: float) -> float:
-        return top + plot_h - v / peak * plot_h
+        decades = (math.log10(v) - low) / (high - low) if v > 0 else 0.0
+        return top + plot_h - decades * plot_h
 
     body = [
         f'<line class="axis" x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}"/>',
-        f'<text class="tick" x="{left - 6}" y="{top + 8}" text-anchor="end">{escape(_money(peak))}</text>',
-        f'<text class="tick" x="{left - 6}" y="{top + plot_h}" text-anchor="end">$0</text>',
         f'<text class="tick" x="{left}" y="{height - 18}">{escape(_when(begin, range_s))}</text>',
         f'<text class="tick" x="{left + plot_w}" y="{height - 18}" text-anchor="end">'
         f"{escape(_when(at, range_s))} UTC</text>",
     ]
+    every = max((high - low) // 5, 1)
+    for decade in range(low, high + 1, every):
+        tick_y = y(10.0**decade)
+        body.append(
+            f'<line class="axis" x1="{left}" y1="{tick_y:.1f}" x2="{left + plot_w}" y2="{tick_y:.1f}"/>'
+            f'<text class="tick" x="{left - 6}" y="{tick_y + 4:.1f}" text-anchor="end">{escape(_decade(decade))}</text>'
+        )
     for n, (name, points) in enumerate(sorted(lines.items(), key=lambda item: ("median", "p95", "max").index(item[0]))):
         drawn = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in sorted(points))
         body.append(
@@ -113,7 +127,7 @@ def run_cost_chart(
         legend_x = left + 3 * 110
         body.append(f'<circle class="s4" cx="{legend_x + 5}" cy="{height - 6}" r="5"/>')
         body.append(f'<text class="legend" x="{legend_x + 14}" y="{height - 2}">a run (opens it)</text>')
-    title = "cost per run over time (median, p95, max: Prometheus's estimates); points: runs, from exemplars"
+    title = "cost per run over time, log scale (median, p95, max: Prometheus's estimates); points: runs, from exemplars"
     return Markup(
         f'<svg class="chart" viewBox="0 0 {_WIDTH} {height}" width="{_WIDTH}" height="{height}" role="figure" '
         f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>{"".join(body)}</svg>'
