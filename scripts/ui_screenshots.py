@@ -8,7 +8,7 @@ screenshots each page in Debian's headless chromium (1280x800 viewport, the full
     cost.png     /cost
     compare.png  /compare?a=RUN&b=RUN   the two runs of the resumed conversation
 
-and, at scale (`otel-agents ui --jaeger URL --prometheus URL`; `--no-scale` leaves them out): the
+and, with `--at-scale`, the pages at scale (`otel-agents ui --jaeger URL --prometheus URL`): the
 same runs made by the same app exported over OTLP through deploy/'s chain (the built Collector, the
 built Jaeger, Debian's Prometheus with exemplar storage scraping the Collector), and four runs
 more made one at a time, each scraped before the next (tests/test_from_a_cost_spike_to_its_run.py):
@@ -17,7 +17,7 @@ more made one at a time, each scraped before the next (tests/test_from_a_cost_sp
     run-jaeger.png      /runs/RUN          the loop-guard run read from Jaeger
     cost-prometheus.png /cost?since=1h     the cost from Prometheus, its costliest runs from Jaeger
 
-Usage: .venv/bin/python scripts/ui_screenshots.py [--out DIR] [--no-scale]   (default docs/images/ui)
+Usage: .venv/bin/python scripts/ui_screenshots.py [--out DIR] [--at-scale]   (default docs/images/ui)
 It fails (exit 1) when a page answers other than 200 or logs an error, a CSP violation included.
 """
 
@@ -160,7 +160,9 @@ def _scale_ui(workdir: Path) -> Iterator[tuple[Any, list[dict[str, Any]]]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images" / "ui", help="where the PNGs go")
-    parser.add_argument("--no-scale", action="store_true", help="leave out the Jaeger and Prometheus screenshots")
+    parser.add_argument(
+        "--at-scale", action="store_true", help="also the pages from Jaeger and Prometheus (builds deploy/'s chain)"
+    )
     options = parser.parse_args(argv)
     out: Path = options.out
     out.mkdir(parents=True, exist_ok=True)
@@ -174,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             if browser.errors:
                 print("the pages logged errors:\n" + "\n".join(browser.errors), file=sys.stderr)
                 return 1
-    if options.no_scale:
+    if not options.at_scale:
         return 0
     with (
         tempfile.TemporaryDirectory(prefix="otel-agents-ui-scale-") as workdir,
