@@ -93,21 +93,9 @@ def send(templates: list[Any], endpoint: str, *, runs: int, older: int, seed: in
 @contextlib.contextmanager
 def jaeger_ui(url: str) -> Iterator[Any]:
     """`otel-agents ui --jaeger URL --port 0` (tests/support/ui_server.py, without its --store)."""
-    import tests.support.ui_server as launcher
+    from tests.support.ui_server import ui_server
 
-    given = launcher.ui_command
-
-    def without_store(store: Any, *rest: str, port: int = 0, python: Any = None) -> list[str]:
-        command = given(store, *rest, port=port, python=python)
-        at = command.index("--store")
-        return command[:at] + command[at + 2 :]
-
-    with contextlib.ExitStack() as running:
-        launcher.ui_command = without_store
-        try:
-            server = running.enter_context(launcher.ui_server(ROOT, "--jaeger", url))
-        finally:
-            launcher.ui_command = given
+    with ui_server(None, "--jaeger", url) as server:
         yield server
 
 

@@ -89,7 +89,6 @@ def _fill_through(endpoint: str, store: Path) -> list[dict[str, Any]]:
 @contextlib.contextmanager
 def _scale_ui(workdir: Path) -> Iterator[tuple[Any, list[dict[str, Any]]]]:
     """deploy/'s chain with the fixture's runs in it, and `otel-agents ui --jaeger --prometheus` over it."""
-    import tests.support.ui_server as launcher
     from tests.support.backends import built_backends
     from tests.support.collector import running_collector
     from tests.support.grafana_links import deploy_prometheus_flags
@@ -136,22 +135,8 @@ def _scale_ui(workdir: Path) -> Iterator[tuple[Any, list[dict[str, Any]]]]:
 
                 if not poll(held, bool, within_s=60):
                     raise SystemExit(f"trace {row['trace_id']} never reached Jaeger")
-            given = launcher.ui_command
-
-            def without_store(store: Any, *rest: str, port: int = 0, python: Any = None) -> list[str]:
-                command = given(store, *rest, port=port, python=python)
-                at = command.index("--store")
-                return command[:at] + command[at + 2 :]
-
             jaeger_url = f"http://127.0.0.1:{jaeger.ports.query_http}"
-            with contextlib.ExitStack() as running:
-                launcher.ui_command = without_store
-                try:
-                    ui = running.enter_context(
-                        launcher.ui_server(ROOT, "--jaeger", jaeger_url, "--prometheus", prometheus.url)
-                    )
-                finally:
-                    launcher.ui_command = given
+            with ui_server(None, "--jaeger", jaeger_url, "--prometheus", prometheus.url) as ui:
                 yield ui, rows
         finally:
             prometheus.stop()

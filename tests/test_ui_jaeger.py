@@ -15,7 +15,6 @@ and the server keeps serving.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import http.client
 import json
 import os
@@ -43,7 +42,7 @@ from tests.support.bad_backends import refusing_endpoint, silent_endpoint
 from tests.support.cli import ROOT, cli
 from tests.support.jaeger import Jaeger, poll, running_jaeger
 from tests.support.local_http import serving
-from tests.support.ui_server import UiServer, ui_command
+from tests.support.ui_server import UiServer, ui_server
 
 pytestmark = [pytest.mark.backend, pytest.mark.slow]
 
@@ -61,18 +60,8 @@ EARLIER_NS = 2 * 3600 * 1_000_000_000
 @contextmanager
 def jaeger_ui(url: str, *args: str, env: Mapping[str, str] | None = None) -> Iterator[UiServer]:
     """`otel-agents ui --jaeger URL ARGS --port 0`, started by tests/support/ui_server.py as a user
-    starts it, without its `--store` (with --jaeger the store is not read, and giving both is refused)."""
-    import tests.support.ui_server as launcher
-
-    def without_store(store: Path | str, *rest: str, port: int = 0, python: Path | str | None = None) -> list[str]:
-        command = ui_command(store, *rest, port=port, python=python)
-        at = command.index("--store")
-        return command[:at] + command[at + 2 :]
-
-    with contextlib.ExitStack() as running:
-        with pytest.MonkeyPatch.context() as patch:  # only while it starts: other servers keep their --store
-            patch.setattr(launcher, "ui_command", without_store)
-            server = running.enter_context(launcher.ui_server(ROOT, "--jaeger", url, *args, env=env))
+    starts it, without `--store` (with --jaeger the store is not read, and giving both is refused)."""
+    with ui_server(None, "--jaeger", url, *args, env=env) as server:
         yield server
 
 

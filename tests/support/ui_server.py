@@ -71,15 +71,16 @@ def _terminate(process: subprocess.Popen[str], within_s: float) -> int:
     return process.returncode
 
 
-def ui_command(store: Path | str, *args: str, port: int = 0, python: Path | str | None = None) -> list[str]:
-    """The command line: `python -m otel_agents ui --store STORE --port PORT ARGS` (`python`: another
-    environment's interpreter; this one's by default)."""
-    return [str(python or sys.executable), "-m", "otel_agents", "ui", "--store", str(store), "--port", str(port), *args]
+def ui_command(store: Path | str | None, *args: str, port: int = 0, python: Path | str | None = None) -> list[str]:
+    """The command line: `python -m otel_agents ui --store STORE --port PORT ARGS` (`store` None: no
+    `--store`, as with `--jaeger`; `python`: another environment's interpreter; this one's by default)."""
+    stored = [] if store is None else ["--store", str(store)]
+    return [str(python or sys.executable), "-m", "otel_agents", "ui", *stored, "--port", str(port), *args]
 
 
 @contextlib.contextmanager
 def ui_server(
-    store: Path | str,
+    store: Path | str | None,
     *args: str,
     env: Mapping[str, str] | None = None,
     start_within_s: float = 60,
@@ -87,10 +88,11 @@ def ui_server(
     expect_exit: int | None = 0,
     python: Path | str | None = None,
 ) -> Iterator[UiServer]:
-    """`otel-agents ui --store STORE --port 0 ARGS` (with `env` added to the environment), yielded
-    once its first stdout line names its URL; at the end SIGTERM, and (unless the body failed) an
-    exit with code `expect_exit` within `stop_within_s` (None: any code). `python`: the interpreter
-    of an environment where otel-agents is installed, run as it is (not this checkout's code)."""
+    """`otel-agents ui --store STORE --port 0 ARGS` (with `env` added to the environment; `store`
+    None: no `--store`), yielded once its first stdout line names its URL; at the end SIGTERM, and
+    (unless the body failed) an exit with code `expect_exit` within `stop_within_s` (None: any
+    code). `python`: the interpreter of an environment where otel-agents is installed, run as it is
+    (not this checkout's code)."""
     environment = {**os.environ, **(env or {})}
     if python is None:
         environment["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [environment.get("PYTHONPATH")])])
@@ -104,7 +106,7 @@ def ui_server(
         stdout=subprocess.PIPE,
         stderr=stderr_file,
         text=True,
-        cwd=ROOT if python is None else Path(store).parent,
+        cwd=ROOT if python is None or store is None else Path(store).parent,
         env=environment,
         preexec_fn=_default_sigint,
     )
