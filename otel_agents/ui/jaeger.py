@@ -30,7 +30,7 @@ from typing import Any, Final
 
 from otel_agents._internal import keys as sc
 from otel_agents._internal.explain.errors import NotOtlpJson
-from otel_agents._internal.explain.otlp_json import _attributes, _field, _id, _nanos, _resource_spans
+from otel_agents._internal.explain.otlp_json import attributes_of, field_of, hex_id, nanos, resource_spans_of
 from otel_agents._internal.export.store.rows import StoredOutcome, StoredRun, StoredSpan, stored_span
 from otel_agents._internal.export.store.schema import stored_text
 from otel_agents._internal.report.runs import Listed, RunFilter, run_json
@@ -105,7 +105,7 @@ def _plain(value: Any) -> Any:
 
 
 def _plain_attributes(items: Any) -> dict[str, Any]:
-    return {k: _plain(v) for k, v in _attributes(items).items()}
+    return {k: _plain(v) for k, v in attributes_of(items).items()}
 
 
 def _kind(value: Any) -> str:
@@ -115,12 +115,12 @@ def _kind(value: Any) -> str:
 
 
 def _span(span: Mapping[str, Any], resource: dict[str, Any], scope: Mapping[str, Any]) -> StoredSpan:
-    trace_id = _id(_field(span, "traceId", "trace_id"), 16, "trace id")
-    span_id = _id(_field(span, "spanId", "span_id"), 8, "span id")
+    trace_id = hex_id(field_of(span, "traceId", "trace_id"), 16, "trace id")
+    span_id = hex_id(field_of(span, "spanId", "span_id"), 8, "span id")
     if trace_id is None or span_id is None:
         raise NotOtlpJson("a span without a trace id or a span id")
-    start = _nanos(_field(span, "startTimeUnixNano", "start_time_unix_nano"), "start")
-    end = max(_nanos(_field(span, "endTimeUnixNano", "end_time_unix_nano"), "end"), start)
+    start = nanos(field_of(span, "startTimeUnixNano", "start_time_unix_nano"), "start")
+    end = max(nanos(field_of(span, "endTimeUnixNano", "end_time_unix_nano"), "end"), start)
     given_status = span.get("status")
     status: Mapping[str, Any] = given_status if isinstance(given_status, Mapping) else {}
     flags = span.get("flags")
@@ -128,7 +128,7 @@ def _span(span: Mapping[str, Any], resource: dict[str, Any], scope: Mapping[str,
     events: list[dict[str, Any]] = [
         {
             "name": str(event.get("name", "")),
-            "timestamp": _nanos(_field(event, "timeUnixNano", "time_unix_nano"), "event time"),
+            "timestamp": nanos(field_of(event, "timeUnixNano", "time_unix_nano"), "event time"),
             "attributes": _plain_attributes(event.get("attributes")),
         }
         for event in span.get("events") or ()
@@ -146,8 +146,8 @@ def _span(span: Mapping[str, Any], resource: dict[str, Any], scope: Mapping[str,
         "events": events,
         "links": [
             {
-                "trace_id": _id(_field(link, "traceId", "trace_id"), 16, "link's trace id"),
-                "span_id": _id(_field(link, "spanId", "span_id"), 8, "link's span id"),
+                "trace_id": hex_id(field_of(link, "traceId", "trace_id"), 16, "link's trace id"),
+                "span_id": hex_id(field_of(link, "spanId", "span_id"), 8, "link's span id"),
                 "attributes": _plain_attributes(link.get("attributes")),
             }
             for link in span.get("links") or ()
@@ -156,7 +156,7 @@ def _span(span: Mapping[str, Any], resource: dict[str, Any], scope: Mapping[str,
         "resource": resource,
         "scope": {"name": str(scope.get("name") or ""), "version": str(scope.get("version") or "")},
     }
-    parent = _id(_field(span, "parentSpanId", "parent_span_id"), 8, "parent span id")
+    parent = hex_id(field_of(span, "parentSpanId", "parent_span_id"), 8, "parent span id")
     return StoredSpan(trace_id, span_id, parent, str(span.get("name", "")), start, end, data)
 
 
@@ -165,11 +165,11 @@ def stored_spans(document: Any) -> list[StoredSpan]:
     the store reads them. NotOtlpJson when it is not OTLP JSON."""
     out: list[StoredSpan] = []
     try:
-        for resource_spans in _resource_spans(document):
+        for resource_spans in resource_spans_of(document):
             if not isinstance(resource_spans, Mapping):
                 raise NotOtlpJson("a resourceSpans entry is not an object")
             resource = _plain_attributes((resource_spans.get("resource") or {}).get("attributes"))
-            for scope_spans in _field(resource_spans, "scopeSpans", "scope_spans") or ():
+            for scope_spans in field_of(resource_spans, "scopeSpans", "scope_spans") or ():
                 if not isinstance(scope_spans, Mapping):
                     raise NotOtlpJson("a scopeSpans entry is not an object")
                 given_scope = scope_spans.get("scope")

@@ -31,12 +31,12 @@ _STATUS: Final[Mapping[Any, str]] = MappingProxyType(
 )
 
 
-def _field(item: Mapping[str, Any], camel: str, snake: str) -> Any:
+def field_of(item: Mapping[str, Any], camel: str, snake: str) -> Any:
     value = item.get(camel)
     return item.get(snake) if value is None else value
 
 
-def _id(value: Any, size: int, what: str) -> str | None:
+def hex_id(value: Any, size: int, what: str) -> str | None:
     """An id of `size` bytes as lowercase hex: given in hex, or in base64; None when empty."""
     if value is None or value == "":
         return None
@@ -53,7 +53,7 @@ def _id(value: Any, size: int, what: str) -> str | None:
     return decoded.hex()
 
 
-def _nanos(value: Any, what: str) -> int:
+def nanos(value: Any, what: str) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, str) and value.isdigit():
@@ -74,24 +74,24 @@ def _value(value: Any) -> Any:
     if not isinstance(value, Mapping):
         return value
     if "stringValue" in value or "string_value" in value:
-        return _field(value, "stringValue", "string_value")
+        return field_of(value, "stringValue", "string_value")
     if "intValue" in value or "int_value" in value:
-        return int(_field(value, "intValue", "int_value"))
+        return int(field_of(value, "intValue", "int_value"))
     if "doubleValue" in value or "double_value" in value:
-        return _double(_field(value, "doubleValue", "double_value"))
+        return _double(field_of(value, "doubleValue", "double_value"))
     if "boolValue" in value or "bool_value" in value:
-        return bool(_field(value, "boolValue", "bool_value"))
+        return bool(field_of(value, "boolValue", "bool_value"))
     if "arrayValue" in value or "array_value" in value:
-        array = _field(value, "arrayValue", "array_value") or {}
+        array = field_of(value, "arrayValue", "array_value") or {}
         return tuple(_value(v) for v in array.get("values") or ())
     if "kvlistValue" in value or "kvlist_value" in value:
-        return _attributes((_field(value, "kvlistValue", "kvlist_value") or {}).get("values"))
+        return attributes_of((field_of(value, "kvlistValue", "kvlist_value") or {}).get("values"))
     if "bytesValue" in value or "bytes_value" in value:
-        return _field(value, "bytesValue", "bytes_value")
+        return field_of(value, "bytesValue", "bytes_value")
     return None
 
 
-def _attributes(items: Any) -> dict[str, Any]:
+def attributes_of(items: Any) -> dict[str, Any]:
     if not items:
         return {}
     if not isinstance(items, list):
@@ -110,17 +110,17 @@ def _status(status: Any) -> str:
 
 
 def _span(span: Mapping[str, Any]) -> Span:
-    trace_id = _id(_field(span, "traceId", "trace_id"), 16, "trace id")
-    span_id = _id(_field(span, "spanId", "span_id"), 8, "span id")
+    trace_id = hex_id(field_of(span, "traceId", "trace_id"), 16, "trace id")
+    span_id = hex_id(field_of(span, "spanId", "span_id"), 8, "span id")
     if trace_id is None or span_id is None:
         raise NotOtlpJson("a span without a trace id or a span id")
-    start = _nanos(_field(span, "startTimeUnixNano", "start_time_unix_nano"), "start")
-    end = _nanos(_field(span, "endTimeUnixNano", "end_time_unix_nano"), "end")
+    start = nanos(field_of(span, "startTimeUnixNano", "start_time_unix_nano"), "start")
+    end = nanos(field_of(span, "endTimeUnixNano", "end_time_unix_nano"), "end")
     events = tuple(
         SpanEvent(
             str(event.get("name", "")),
-            _nanos(_field(event, "timeUnixNano", "time_unix_nano"), "event time"),
-            _attributes(event.get("attributes")),
+            nanos(field_of(event, "timeUnixNano", "time_unix_nano"), "event time"),
+            attributes_of(event.get("attributes")),
         )
         for event in span.get("events") or ()
         if isinstance(event, Mapping)
@@ -129,21 +129,21 @@ def _span(span: Mapping[str, Any]) -> Span:
         name=str(span.get("name", "")),
         trace_id=trace_id,
         span_id=span_id,
-        parent_id=_id(_field(span, "parentSpanId", "parent_span_id"), 8, "parent span id"),
+        parent_id=hex_id(field_of(span, "parentSpanId", "parent_span_id"), 8, "parent span id"),
         start_ns=start,
         end_ns=max(end, start),
-        attributes=_attributes(span.get("attributes")),
+        attributes=attributes_of(span.get("attributes")),
         events=events,
         status=_status(span.get("status")),
     )
 
 
-def _resource_spans(document: Any) -> list[Any]:
+def resource_spans_of(document: Any) -> list[Any]:
     if isinstance(document, Mapping) and isinstance(document.get("result"), Mapping):
         document = document["result"]  # Jaeger's /api/v3 answer
     if not isinstance(document, Mapping):
         raise NotOtlpJson("not a JSON object with resourceSpans")
-    found = _field(document, "resourceSpans", "resource_spans")
+    found = field_of(document, "resourceSpans", "resource_spans")
     if found is None:
         if "resourceSpans" in document or "resource_spans" in document or "result" in document:
             return []  # an empty export
@@ -155,12 +155,12 @@ def _resource_spans(document: Any) -> list[Any]:
 
 def spans_of(document: Any) -> Iterator[Span]:
     """The spans of one OTLP JSON document (an export request, or Jaeger's answer)."""
-    for resource in _resource_spans(document):
+    for resource in resource_spans_of(document):
         if not isinstance(resource, Mapping):
             raise NotOtlpJson("a resourceSpans entry is not an object")
-        scopes = _field(resource, "scopeSpans", "scope_spans")
+        scopes = field_of(resource, "scopeSpans", "scope_spans")
         if scopes is None:  # before OTLP 0.15: the same under its older name
-            scopes = _field(resource, "instrumentationLibrarySpans", "instrumentation_library_spans")
+            scopes = field_of(resource, "instrumentationLibrarySpans", "instrumentation_library_spans")
         for scope in scopes or ():
             if not isinstance(scope, Mapping):
                 raise NotOtlpJson("a scopeSpans entry is not an object")
