@@ -39,7 +39,11 @@ def _number(value: float) -> str:
         return f"{value:,.0f}"
     if value >= 1:
         return f"{value:,.2f}"
-    return f"{value:.4g}"
+    if value >= 0.001 or value == 0:
+        return f"{value:.4g}"
+    if value >= 0.000_001:  # a cost in dollars: to the micro-dollar, as the tables show it, never 4.9e-05
+        return f"{value:.6f}".rstrip("0")
+    return f"{value:.1e}"
 
 
 def stacked_bars(title: str, slots: Sequence[str], series: Sequence[Series], unit: str = "") -> Markup:
