@@ -252,3 +252,78 @@ async def test_a_system_exit_while_a_run_is_being_ended_still_ends_its_span(
     monkeypatch.undo()
     runs = [s for s in capture.spans() if s.name.startswith("invoke_workflow")]
     assert len(runs) == 1 and runs[0].end_time is not None, "the run's span ended and was exported"
+    assert runs[0].attributes["otel_agents.stop_kind"] == "max_messages", "with how it stopped"
+    assert runs[0].attributes["otel_agents.stop_reason"].startswith("Maximum number of messages 3 reached")
+
+
+async def test_a_system_exit_as_a_run_starts_ends_it_as_left(capture: Capture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The storm above once stored a run as `shutdown`: the SystemExit landed in otel-agents as
+    the run started, after its span started and before the stream had it, and the run stayed
+    open until the exit ended it."""
+    from otel_agents._internal.run import outcomes
+
+    def interrupted(workflow: object) -> None:
+        raise SystemExit(7)
+
+    monkeypatch.setattr(outcomes, "started", interrupted)
+    with pytest.raises(SystemExit):
+        async for _ in writers_room(max_messages=3).run_stream(task="go"):
+            pass
+    monkeypatch.undo()
+    (run,) = exported_runs(capture)
+    assert run.attributes["otel_agents.stop_kind"] == "consumer_closed"
+
+
+async def test_a_system_exit_in_otel_agents_code_between_items_ends_the_run_as_left(
+    capture: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same, where the SystemExit lands in the stream's own step around AutoGen's (here: as it
+    begins, once the run has started): the frame it leaves is kept by the exception's traceback,
+    so the stream is not dropped before the exit, and the run must end on the way out."""
+    from otel_agents._internal.run.follow import RunStream
+
+    begin = RunStream._begin
+
+    def interrupted(self: RunStream[Any]) -> None:
+        begin(self)
+        raise SystemExit(7)
+
+    monkeypatch.setattr(RunStream, "_begin", interrupted)
+    with pytest.raises(SystemExit):
+        async for _ in writers_room(max_messages=3).run_stream(task="go"):
+            pass
+    monkeypatch.undo()
+    (run,) = exported_runs(capture)
+    assert run.attributes["otel_agents.stop_kind"] == "consumer_closed"
+
+
+def test_a_signal_that_comes_as_a_runs_span_ends_is_handled_once_it_has_ended() -> None:
+    """A run's span ends with the Python signal handlers set aside: a SystemExit raised inside
+    the SDK's `Span.end()`, after its end time and before the span processors had the span, lost
+    the run. The signal comes from another thread, as a timer's or a `kill`'s may be taken."""
+    import threading
+
+    from otel_agents._internal.run.uninterrupted import uninterrupted
+
+    steps: list[str] = []
+
+    def leave(signum: int, frame: object) -> None:
+        steps.append("handler")
+        raise SystemExit(7)
+
+    def end() -> None:
+        sender = threading.Thread(target=os.kill, args=(os.getpid(), signal.SIGUSR1))
+        sender.start()
+        sender.join()
+        for _ in range(1000):  # Python looks for a handler to run at each call
+            len(steps)
+        steps.append("ended")
+
+    previous = signal.signal(signal.SIGUSR1, leave)
+    try:
+        with pytest.raises(SystemExit):
+            uninterrupted(end)
+        assert signal.getsignal(signal.SIGUSR1) is leave, "the handler is put back"
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert steps == ["ended", "handler"]

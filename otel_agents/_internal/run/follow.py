@@ -202,38 +202,45 @@ class RunStream(Generic[T]):
         """The next item from `step` (run in the stream's own context), recorded; or its end."""
         if self._done:
             raise StopAsyncIteration
-        if not self._started:
-            self._begin()
-        recorder = self._recorder
+        ended = False
         try:
-            item: T = await _InContext(self._own, step)
-        except BaseException as exc:  # reported, then raised unchanged
-            self._done = True
-            leaving = left_by_exit(exc)
-            if recorder is not None:
-                if leaving:
-                    recorder.stopped(CONSUMER_CLOSED)
-                elif isinstance(exc, asyncio.CancelledError):
-                    recorder.stopped(CANCELLED)
-                elif not isinstance(exc, StopAsyncIteration):
-                    recorder.failed(exc)
-            if (leaving or isinstance(exc, asyncio.CancelledError)) and self._cancel is not None:
-                _safely("cancel the team", self._cancel)
-            if recorder is not None:
-                try:
-                    if isinstance(exc, StopAsyncIteration):  # its end: what it returned is judged first
-                        await _before_end(recorder)
-                finally:  # even when the judging is cancelled: the run ends
-                    _safely("end a span", recorder.end)
-            raise
-        if recorder is not None:
+            if not self._started:
+                self._begin()
+            recorder = self._recorder
             try:
-                _safely(f"record a {type(item).__name__}", lambda: recorder.on_item(item))
-            except BaseException:  # a SystemExit (a signal handler's) landed here: the consumer leaves
+                item: T = await _InContext(self._own, step)
+            except BaseException as exc:  # reported, then raised unchanged
                 self._done = True
-                self._leave_now(recorder)
+                leaving = left_by_exit(exc)
+                if recorder is not None:
+                    if leaving:
+                        recorder.stopped(CONSUMER_CLOSED)
+                    elif isinstance(exc, asyncio.CancelledError):
+                        recorder.stopped(CANCELLED)
+                    elif not isinstance(exc, StopAsyncIteration):
+                        recorder.failed(exc)
+                if (leaving or isinstance(exc, asyncio.CancelledError)) and self._cancel is not None:
+                    _safely("cancel the team", self._cancel)
+                if recorder is not None:
+                    try:
+                        if isinstance(exc, StopAsyncIteration):  # its end: what it returned is judged first
+                            await _before_end(recorder)
+                    finally:  # even when the judging is cancelled: the run ends
+                        _safely("end a span", recorder.end)
+                ended = True
                 raise
-        return item
+            if recorder is not None:
+                _safely(f"record a {type(item).__name__}", lambda: recorder.on_item(item))
+            return item
+        except BaseException:
+            if not ended and self._recorder is not None:
+                # A SystemExit (a signal handler's) landed in our own code, not in the stream's
+                # step: starting the run, recording an item, or ending the run above. The consumer
+                # leaves: the run ends now, not at the exit (this frame, held by the exception's
+                # traceback, keeps the stream from being dropped until then).
+                self._done = True
+                self._leave_now(self._recorder)
+            raise
 
     def _leave_now(self, recorder: Recorder) -> None:
         """The consumer leaves while otel-agents records for it: end the run as `consumer_closed`."""

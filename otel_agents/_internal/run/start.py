@@ -14,6 +14,7 @@ from otel_agents._internal.autogen import conventions as ag
 from otel_agents._internal.genai.loops import LoopRules
 from otel_agents._internal.recording import Recording
 from otel_agents._internal.run import attribution, outcomes
+from otel_agents._internal.run.stop import CONSUMER_CLOSED
 from otel_agents._internal.run.workflow import WorkflowSpan
 from otel_agents._internal.tracing.state import Run
 
@@ -88,13 +89,21 @@ def start_run(
             operation=operation,
             single_agent=runner is not None and is_agent(runner),
         )
-        if runner is not None:  # the conversation's last run, once it really ran (AutoGen may refuse it)
-            span, run_id = workflow.span.get_span_context(), workflow.run_id
-            workflow.at_first_item = lambda: attribution.run_started(runner, span, run_id)
-        outcomes.started(workflow)
-        workflow.at_end = lambda: outcomes.ended(workflow)
-        if telemetry.settings.outcome is not None:
-            workflow.before_end = lambda: outcomes.settle(workflow)
+        try:
+            if runner is not None:  # the conversation's last run, once it really ran (AutoGen may refuse it)
+                span, run_id = workflow.span.get_span_context(), workflow.run_id
+                workflow.at_first_item = lambda: attribution.run_started(runner, span, run_id)
+            outcomes.started(workflow)
+            workflow.at_end = lambda: outcomes.ended(workflow)
+            if telemetry.settings.outcome is not None:
+                workflow.before_end = lambda: outcomes.settle(workflow)
+        except BaseException as exc:
+            if not isinstance(exc, Exception):
+                # A SystemExit (a signal handler's) landed here, before the run was handed to its
+                # stream: the consumer leaves, and the run ends now, not open until the exit.
+                workflow.stopped(CONSUMER_CLOSED)
+                workflow.end()
+            raise
         return workflow
     except Exception:
         logger.warning("otel-agents could not start tracing run %r; it runs untraced", name, exc_info=True)

@@ -35,6 +35,7 @@ from otel_agents._internal.run.stop import (
     error_reason,
     stop_kind_of,
 )
+from otel_agents._internal.run.uninterrupted import uninterrupted
 from otel_agents._internal.tracing.errors import mark_error
 from otel_agents._internal.tracing.registry import REGISTRY, Trail
 from otel_agents._internal.tracing.state import Run
@@ -370,36 +371,47 @@ class WorkflowSpan:
 
     def end(self) -> None:
         """End the span (once: a run ended at shutdown is not ended again when its stream closes)."""
-        with self._ending:
-            if self._ended:
-                return
-            self._ended = True
-        _open.pop(id(self), None)
+        ending = False
         try:
+            with self._ending:
+                if self._ended:
+                    return
+                self._ended = ending = True
+            _open.pop(id(self), None)
             self._end()
         except BaseException:
             # Failed, or interrupted (a SystemExit a signal handler raised) before its span ended:
-            # the span ends all the same, so that the run is stored and exported, if with less.
-            if self.span.is_recording():
-                self.span.end()
+            # the span ends all the same, with how the run stopped, so that the run is stored and
+            # exported, if with fewer figures.
+            if ending and self.span.is_recording():
+                self.span.set_attributes(self._stop_attributes())
+                uninterrupted(self.span.end)
             raise
         finally:  # whatever happened above, the registry lets go of the run (or nested team)
-            if self.is_root:
-                REGISTRY.end(self.trail)
-            else:
-                REGISTRY.close_workflow(self.trail, self.span.get_span_context())
-            if self.at_end is not None:
-                at_end, self.at_end = self.at_end, None
-                at_end()
-            self.before_end = None  # no cycle through the run's hooks; its result is let go
-            self.result = None
+            if ending:  # (not when it had ended before)
+                if self.is_root:
+                    REGISTRY.end(self.trail)
+                else:
+                    REGISTRY.close_workflow(self.trail, self.span.get_span_context())
+                if self.at_end is not None:
+                    at_end, self.at_end = self.at_end, None
+                    at_end()
+                self.before_end = None  # no cycle through the run's hooks; its result is let go
+                self.result = None
+
+    def _stop_attributes(self) -> dict[str, Any]:
+        """How the run stopped: its stop kind, and its stop reason when known."""
+        attributes: dict[str, Any] = {sc.STOP_KIND: self.stop_kind or "other"}
+        if self.stop_reason is not None:
+            attributes[sc.STOP_REASON] = self.stop_reason
+        return attributes
 
     def _end(self) -> None:
         span = self.span
         totals = self.run.totals
         from_calls = self.is_root and totals.calls > 0  # every model call of the run, counted once
         attributes: dict[str, Any] = {
-            sc.STOP_KIND: self.stop_kind or "other",
+            **self._stop_attributes(),
             sc.MESSAGE_COUNT: self.message_count,
             sc.GEN_AI_USAGE_INPUT_TOKENS: totals.input_tokens if from_calls else self.input_tokens,
             sc.GEN_AI_USAGE_OUTPUT_TOKENS: totals.output_tokens if from_calls else self.output_tokens,
@@ -416,19 +428,26 @@ class WorkflowSpan:
             if growth is not None:
                 attributes[sc.CONTEXT_GROWTH] = growth
             run.forget_figures()  # what they were counted from goes with the run's end
-        if self.stop_reason is not None:
-            attributes[sc.STOP_REASON] = self.stop_reason
         if self._output is not None:
             attributes[sc.OUTPUT_VALUE] = self.run.content.text(self._output)
         kept = self._keep_decision(attributes) if self.is_root else None
         span.set_attributes(attributes)
         if self._error is not None:
             mark_error(span, self._error)
-        span.end()
+
+        def hand_over() -> None:
+            span.end()
+            if self.is_root:
+                # the run is over: its spans leave soon, not at the batch schedule (a service
+                # stopped before then would lose them); the flush runs on our thread, the caller
+                # never waits
+                FLUSH_SOON.request(self.run.provider)
+
+        # No signal handler's exception half-way: not between the span's end and its export (the
+        # run lost), nor inside the flush thread's `Event.set()` (its lock left held: the exit
+        # that stops the thread waits on it for ever).
+        uninterrupted(hand_over)
         if self.is_root:
-            # the run is over: its spans leave soon, not at the batch schedule (a service stopped
-            # before then would lose them); the flush runs on our thread, the caller never waits
-            FLUSH_SOON.request(self.run.provider)
             self.run.ended = True  # model calls ending from now on are not the run's
             if self.run.instruments is not None:
                 self.run.instruments.run_ended(

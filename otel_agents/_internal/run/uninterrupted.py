@@ -1,0 +1,84 @@
+"""Ending a run's span where no signal handler's exception can land half-way through.
+
+Python runs a signal handler in the main thread between two bytecodes, wherever that thread is,
+and raises there what the handler raises (`sys.exit` in a SIGTERM or SIGALRM handler, SIGINT's
+`KeyboardInterrupt`). Inside the SDK's `Span.end()`, after the span's end time is set and before
+the span processors have it, that loses the run: the span counts as ended, so nothing ends it
+again, and no exporter ever sees it. Blocking the signals cannot prevent it: the kernel hands a
+signal to any thread that does not block it, and Python then runs the handler in the main thread
+all the same. So for that step the Python handlers themselves are set aside: each signal that
+comes is noted, and once the span has ended the handlers are put back and the handler of each
+signal noted is run, right after, where Python would have run it (a signal's C-level effects,
+such as asyncio's wakeup fd, happened when it came).
+
+- Only in the main thread (Python runs handlers, and lets them be set, nowhere else); elsewhere
+  the span just ends.
+- Handlers set outside Python (None), the default action and an ignored signal are left alone,
+  and so are the handlers of signals apps rarely handle (the real-time ones, those of faults).
+- A handler whose signal came before the handlers were set aside runs before the span ends: the
+  span is still open then, and the caller's fallback ends it.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
+
+_SIGNALS = tuple(
+    getattr(signal, name)
+    for name in (
+        "SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGALRM", "SIGVTALRM", "SIGPROF",
+        "SIGUSR1", "SIGUSR2", "SIGCHLD", "SIGWINCH", "SIGPIPE", "SIGXCPU", "SIGBREAK",
+    )
+    if hasattr(signal, name)
+)  # fmt: skip
+"""The signals apps handle in Python (to stop, reload, time out, reap): looking at every signal
+each time a run ends would cost some 60 look-ups."""
+
+
+def uninterrupted(action: Callable[[], object]) -> None:
+    """Call `action` (a span's `end`) with the main thread's Python signal handlers set aside,
+    then run those whose signals came meanwhile."""
+    if threading.current_thread() is not threading.main_thread():
+        action()
+        return
+    came: list[int] = []
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        came.append(signum)
+
+    set_aside: dict[int, Callable[[int, FrameType | None], object]] = {}
+    try:
+        for signum in _SIGNALS:
+            handler = signal.getsignal(signum)
+            if callable(handler):
+                set_aside[signum] = handler  # noted first: whatever lands next, it is put back
+                try:
+                    signal.signal(signum, note)
+                except (ValueError, OSError):  # not the main interpreter: its handlers are not ours to set
+                    del set_aside[signum]
+                    break
+        action()
+    finally:
+        _put_back(set_aside, came)
+
+
+def _put_back(set_aside: dict[int, Callable[[int, FrameType | None], object]], came: list[int]) -> None:
+    """Put every handler set aside back, even when one put back already raises on the way (its
+    signal came in between); then run the handler of each signal noted, as Python would have."""
+    raised: BaseException | None = None
+    for signum, handler in set_aside.items():
+        while signal.getsignal(signum) is not handler:
+            try:
+                signal.signal(signum, handler)  # (runs the handlers of signals pending, first)
+            except BaseException as exc:  # one of those raised: the others are put back all the same
+                raised = raised or exc
+    for signum in dict.fromkeys(came):  # once each: the kernel too keeps one of each pending
+        try:
+            set_aside[signum](signum, None)
+        except BaseException as exc:  # (the frame a handler is given may be None)
+            raised = raised or exc
+    if raised is not None:
+        raise raised
