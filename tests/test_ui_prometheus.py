@@ -80,7 +80,7 @@ def dashboard_query(title: str, ref: str = "A") -> str:
 
 
 def render(context: dict[str, Any]) -> str:
-    site = Page(title=context["title"], store="(Prometheus)")
+    site = Page(context["title"], "(Prometheus)")  # the title, and what the header says the page reads
     return templates().get_template("cost_prometheus.html").render(site=site, **context)
 
 
@@ -122,6 +122,31 @@ async def test_the_pages_figures_are_prometheuss_answers_to_the_dashboards_queri
     }
     assert {row["key"]: row["cost_usd"] for row in figures["rows"]} == by_team
     assert by_team[service] > 0, "this test's team is a row, with its cost"
+
+
+async def test_the_cost_by_day_has_the_stores_keys_and_is_prometheuss_answers(
+    chain: Chain, openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    """/api/cost/days from Prometheus: a row a UTC day, each the dashboard's cost by team and cost in
+    range over that day's part of the range, as Prometheus answers them asked directly."""
+    service = "ui-prometheus-days"
+    await runs_scraped_with_exemplars(chain, openai_server, tmp_path, service)
+    at = time.time()
+    assert poll(lambda: chain.prometheus.scraped_since(at + 1), bool, within_s=30), "every sample up to `at` is in"
+    days = PrometheusCost(chain.prometheus.url).days_json("team", RANGE, at=at)
+
+    assert days["by"] == "team" and days["source"] == "prometheus" and days["prometheus"] == chain.prometheus.url
+    today = days["days"][-1]
+    assert today["day"] == time.strftime("%Y-%m-%d", time.gmtime(at))
+    rows_asked, total_asked = days["queries"]["rows_today"], days["queries"]["total_today"]
+    by_team = {
+        series["metric"]["gen_ai_workflow_name"]: float(series["value"][1])
+        for series in answer_at(chain.prometheus, rows_asked["query"], float(rows_asked["time"]))
+    }
+    assert {row["key"]: row["cost_usd"] for row in today["rows"]} == by_team
+    assert by_team[service] > 0, "this test's team is a row of today, with its cost"
+    total = number(answer_at(chain.prometheus, total_asked["query"], float(total_asked["time"])))
+    assert today["total"] == {"key": today["day"], "cost_usd": total}
 
 
 async def test_the_cost_charts_points_are_the_runs_exemplars_and_open_runs_jaeger_holds(

@@ -5,60 +5,14 @@ reachable server that answers as Prometheus does is asked every query of a page 
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler
-from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
-from otel_agents.ui.prometheus import PROMETHEUS_TIMEOUT_S, PrometheusCost, PrometheusUnavailable
+from otel_agents.ui.prometheus import PROMETHEUS_TIMEOUT_S, BadRequest, PrometheusCost, PrometheusUnavailable
 from tests.support.bad_backends import refusing_endpoint
-from tests.support.local_http import serving
-
-EMPTY = {
-    "/api/v1/query": {"status": "success", "data": {"resultType": "vector", "result": []}},
-    "/api/v1/query_range": {"status": "success", "data": {"resultType": "matrix", "result": []}},
-    "/api/v1/query_exemplars": {"status": "success", "data": []},
-    "/api/v1/status/flags": {"status": "success", "data": {"enable-feature": "exemplar-storage"}},
-}
-"""What a Prometheus with no series answers each path the page asks."""
-
-
-@contextmanager
-def serving_requests(reply: Callable[[str], tuple[int, str, bytes]]) -> Iterator[str]:
-    """An HTTP server on 127.0.0.1 answering each GET with `reply(target)` (the request's path and
-    query): (status, content type, body). Its base URL."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            status, kind, body = reply(self.path)
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    with serving(Handler) as server:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-
-
-@contextmanager
-def answering(reply: Callable[[str], tuple[int, str, bytes]]) -> Iterator[str]:
-    """The same, answering by the request's path alone."""
-    with serving_requests(lambda target: reply(urlsplit(target).path)) as url:
-        yield url
-
-
-def as_json(status: int, answer: Any) -> tuple[int, str, bytes]:
-    return status, "application/json", json.dumps(answer).encode()
+from tests.support.prometheus_answers import EMPTY, answering, as_json
 
 
 def test_the_bound_is_five_seconds_a_request() -> None:
@@ -73,10 +27,16 @@ def test_a_url_that_is_not_a_base_url_is_refused_naming_it(url: str) -> None:
     assert repr(url) in str(refused.value)
 
 
+def test_a_url_with_credentials_is_refused_without_showing_them() -> None:
+    with pytest.raises(ValueError, match="--prometheus: a URL with credentials in it is refused") as refused:
+        PrometheusCost("http://user:secret@127.0.0.1:9090")
+    assert "secret" not in str(refused.value)
+
+
 @pytest.mark.parametrize("by", ["user", "conversation"])
 def test_a_dimension_prometheus_has_no_label_for_is_refused_naming_those_it_has(by: str) -> None:
     with answering(lambda path: as_json(200, EMPTY[path])) as url:
-        with pytest.raises(ValueError, match=f"by '{by}'.*team, model, agent, day"):
+        with pytest.raises(BadRequest, match=f"by '{by}'.*team, model, agent, day"):
             PrometheusCost(url).cost_json(by, None)
 
 
@@ -100,7 +60,7 @@ def test_a_slow_prometheus_is_said_so_and_the_page_does_not_wait_for_it() -> Non
             assert not release.is_set(), "the page gave up while every reply was still held"
         finally:
             release.set()
-    assert str(slow.value).startswith(f"Prometheus at {url} is slow: no answer to /api/v1/query within 0.2 s")
+    assert str(slow.value).startswith(f"Prometheus at {url} is slow: no whole answer to /api/v1/query within 0.2 s")
 
 
 def test_an_error_status_is_said_with_prometheuss_own_error_text() -> None:

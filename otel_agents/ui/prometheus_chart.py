@@ -12,7 +12,9 @@ from typing import Any, Final
 
 from markupsafe import Markup, escape
 
+from otel_agents._internal.report.cost import NONE
 from otel_agents.ui import charts
+from otel_agents.ui.prometheus import LABELS
 
 _WIDTH: Final = 720
 _DAY_S: Final = 86_400
@@ -45,11 +47,9 @@ def spend_chart(figures: Mapping[str, Any], spend: Sequence[Mapping[str, Any]], 
     times = [start + k * step for k in range(round((at - start) / step) + 1)]
     slots = [_when(t, got["range_s"]) for t in times]
     by_key: dict[str, dict[str, float]] = {}
-    label = {"team": "gen_ai_workflow_name", "agent": "gen_ai_agent_name", "model": "gen_ai_request_model"}[
-        figures["by"]
-    ]
+    label = LABELS[figures["by"]]
     for series in spend:
-        key = str(series["metric"].get(label) or "(none)")
+        key = str(series["metric"].get(label) or NONE)
         slot_values = by_key.setdefault(key, {})
         for t, v in series["values"]:
             k = round((float(t) - start) / step)
