@@ -258,7 +258,7 @@ def _in_turn(cost: Any) -> None:
         failures: dict[str, str] = {}
         for name, ask in asks.items():
             try:
-                answers[name] = cost._get(ask)
+                answers[name] = cost._get(ask, time.monotonic() + cost.timeout_s)  # each its own bound
             except PrometheusUnavailable as error:
                 if ask.required:
                     raise
@@ -272,7 +272,7 @@ def _page(cost: Any, environment: Any, by: str, since: str) -> int:
     from otel_agents.ui.pages import Page
 
     context = cost.cost_context(by, since)
-    html = environment.get_template("cost_prometheus.html").render(site=Page(title="", store=""), **context)
+    html = environment.get_template("cost_prometheus.html").render(site=Page("", ""), **context)
     return len(context["exemplars"]) if html else -1
 
 
