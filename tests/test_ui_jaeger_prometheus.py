@@ -105,6 +105,8 @@ def test_the_runs_come_from_jaeger_and_the_cost_from_prometheus(
     assert SERVICE in {row["key"] for row in figures["rows"]}
     days = get_json(ui, f"/api/cost/days?by=team&since={RANGE}")
     assert days["source"] == "prometheus"
+    assert days["by"] == "team" and isinstance(days["days"], list) and days["days"], "the store's keys: days, by"
+    assert all({"day", "rows"} <= day.keys() for day in days["days"])
 
 
 def test_the_cost_pages_costliest_runs_are_jaegers_window_and_its_points_open_runs_from_jaeger(

@@ -5,7 +5,9 @@
 
 With `--jaeger` the runs and run pages come from Jaeger's query API and the store is not read; with
 `--prometheus` the cost page comes from Prometheus's HTTP API. A URL that is not http(s)://HOST[:PORT]
-exits 2 with one line naming the option, as every bad option does.
+(or holds credentials) exits 2 with one line naming the option, as every bad option does.
+`OTEL_AGENTS_UI_TIMEOUT_S` (seconds, more than 0 and at most 5; default 5) bounds what one page may
+wait for Jaeger and for each request to Prometheus; a bad value exits 2 with one line naming it.
 
 Its first line on stdout, once it listens, is `otel-agents ui: http://HOST:PORT/`; Ctrl-C or
 SIGTERM stops it with exit 0. It needs the optional extra `otel-agents[ui]`; without it, one line
@@ -16,15 +18,20 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
+import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8765
 NEEDS: Final = ("starlette", "uvicorn", "jinja2")
+TIMEOUT_VARIABLE: Final = "OTEL_AGENTS_UI_TIMEOUT_S"
+MOST_TIMEOUT_S: Final = 5.0
+"""The most a page may wait for a server it reads (issue 48: 5 s a request at most)."""
 
 
 class MissingExtra(Exception):
@@ -114,10 +121,13 @@ def run(args: argparse.Namespace, store_dir: Callable[[str | None], Path]) -> in
         raise ValueError("--service names Jaeger's services: give --jaeger URL with it")
     if any(not s.strip() for s in services):
         raise ValueError("--service '': expected a service name")
+    from otel_agents.ui.bounded_get import server_url
+
     if jaeger_url is not None:
-        checked_http_url(jaeger_url, "--jaeger", "the base URL of Jaeger's UI or query API")
+        jaeger_url = server_url(jaeger_url, "--jaeger", "Jaeger's UI or query API")
     if prometheus_url is not None:
-        checked_http_url(prometheus_url, "--prometheus", "the base URL of Prometheus's HTTP API")
+        prometheus_url = server_url(prometheus_url, "--prometheus", "Prometheus's HTTP API")
+    waited_s = timeout_s(os.environ)
     if jaeger_url is not None and getattr(args, "store", None) is not None:
         raise ValueError("--store and --jaeger: the page reads one source; with --jaeger the store is not read")
     absent = missing_extra()
@@ -129,7 +139,12 @@ def run(args: argparse.Namespace, store_dir: Callable[[str | None], Path]) -> in
     if jaeger_url is not None:
         from otel_agents.ui.jaeger import JaegerSource
 
-        jaeger = JaegerSource(jaeger_url, services)
+        jaeger = JaegerSource(jaeger_url, services, timeout_s=waited_s)
+    prometheus = None
+    if prometheus_url is not None:  # built once: a URL it refuses exits 2 here, not 500 on every page
+        from otel_agents.ui.prometheus import PrometheusCost
+
+        prometheus = PrometheusCost(prometheus_url, timeout_s=waited_s)
     return serve(
         store_dir(getattr(args, "store", None)),
         host=args.host,
@@ -137,19 +152,23 @@ def run(args: argparse.Namespace, store_dir: Callable[[str | None], Path]) -> in
         allow_hosts=args.allow_host,
         open_browser=args.open,
         jaeger=jaeger,
-        prometheus=prometheus_url.strip().rstrip("/") if prometheus_url is not None else None,
+        prometheus=prometheus,
     )
 
 
-def checked_http_url(url: str, option: str, what: str) -> str:
-    """`url` when it is http(s)://HOST[:PORT][/PATH] (no query); ValueError naming `option` otherwise."""
-    from urllib.parse import urlsplit
-
+def timeout_s(environ: Mapping[str, str]) -> float:
+    """`OTEL_AGENTS_UI_TIMEOUT_S`: seconds, more than 0 and at most 5 (unset or empty: 5);
+    ValueError naming the variable and its value otherwise."""
+    raw = environ.get(TIMEOUT_VARIABLE, "").strip()
+    if not raw:
+        return MOST_TIMEOUT_S
     try:
-        parsed = urlsplit(url.strip())
-        port_ok = parsed.port is None or 0 < parsed.port < 65536
+        value = float(raw)
     except ValueError:
-        parsed, port_ok = None, False
-    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname or not port_ok or parsed.query:
-        raise ValueError(f"{option} {url!r}: expected {what}, http://HOST:PORT")
-    return url.strip().rstrip("/")
+        value = math.nan
+    if not 0 < value <= MOST_TIMEOUT_S:
+        raise ValueError(
+            f"{TIMEOUT_VARIABLE}={raw!r}: expected seconds more than 0 and at most {MOST_TIMEOUT_S:g} "
+            "(how long a page waits for Jaeger or Prometheus)"
+        )
+    return value

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
@@ -13,6 +13,9 @@ from starlette.staticfiles import StaticFiles
 from otel_agents.ui import pages
 from otel_agents.ui.jaeger import JaegerSource
 from otel_agents.ui.security import Guard
+
+if TYPE_CHECKING:
+    from otel_agents.ui.prometheus import PrometheusCost
 
 
 def templates() -> Environment:
@@ -28,7 +31,7 @@ def templates() -> Environment:
 
 
 def make_app(
-    store: Path, *, hosts: frozenset[str], jaeger: JaegerSource | None = None, prometheus: str | None = None
+    store: Path, *, hosts: frozenset[str], jaeger: JaegerSource | None = None, prometheus: PrometheusCost | None = None
 ) -> Any:
     """The application serving the store at `store` (or, given `jaeger`, Jaeger's runs; given
     `prometheus`, Prometheus's cost) to requests whose Host is one of `hosts`."""

@@ -10,18 +10,21 @@ trace ids are then read whole through `/api/v3`.
 Each span becomes a `StoredSpan` as the store's writer would have stored it (kind, status,
 attributes, events, links, resource, scope), each run span a `StoredRun` (its row in the store), so
 the run page, its waterfall, explain's analysis and `runs --json`'s rows are drawn by the same code
-from either source. Every request is bounded by `timeout_s` (5 s; `OTEL_AGENTS_UI_TIMEOUT_S` sets
-it, for tests); every failure is a `JaegerUnavailable` naming the URL and what went wrong.
+from either source. A page's requests share one deadline (`for_page`: every Jaeger read of one page
+within `timeout_s`, 5 s; `otel-agents ui` takes it from `OTEL_AGENTS_UI_TIMEOUT_S`), each answer is
+read whole by that deadline and at most `MAX_ANSWER_BYTES` long (`otel_agents.ui.bounded_get`), and a
+page reads at most `MAX_TRACES` traces; every failure is a `JaegerUnavailable` naming the URL and
+what went wrong. Ids from Jaeger are checked (32 lowercase hexadecimal digits) before they reach a
+URL or a link; what is not one is dropped.
 """
 
 from __future__ import annotations
 
+import copy
 import json
-import os
+import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,14 +37,21 @@ from otel_agents._internal.explain.otlp_json import attributes_of, field_of, hex
 from otel_agents._internal.export.store.rows import StoredOutcome, StoredRun, StoredSpan, stored_span
 from otel_agents._internal.export.store.schema import stored_text
 from otel_agents._internal.report.runs import Listed, RunFilter, run_json
+from otel_agents.ui.bounded_get import Unanswered, get, server_url
 
 TIMEOUT_S: Final = 5.0
-"""The longest one request to Jaeger may take."""
-TIMEOUT_VARIABLE: Final = "OTEL_AGENTS_UI_TIMEOUT_S"
+"""The longest one page's reads of Jaeger may take, together."""
 SEARCH_DEPTH: Final = 500
 """The most traces one service's search of a window returns (Jaeger's `query.num_traces`)."""
 MAX_SERVICES: Final = 50
-"""The most services one window is searched over (each a request)."""
+"""The most services one window is searched over (each a request); the others are said to be skipped."""
+MAX_TRACES: Final = 2000
+"""The most traces one page's window reads: each service's search asks for at most this many over
+the services searched (`SEARCH_DEPTH` each up to 4 services)."""
+TRACES_BY_ID: Final = 200
+"""The most traces one page reads whole one by one (those a tag search found): the newest found."""
+SERVICES_CACHE_S: Final = 30.0
+"""How long the services Jaeger knows are kept before they are asked again."""
 WORKERS: Final = 8
 """Requests to Jaeger in flight at once."""
 LOOKUP_DAYS: Final = 7
@@ -60,6 +70,7 @@ _KIND_NAMES: Final = {
     "SPAN_KIND_CONSUMER": "CONSUMER",
 }
 _STATUS: Final = {1: "OK", 2: "ERROR", "STATUS_CODE_OK": "OK", "STATUS_CODE_ERROR": "ERROR"}
+_HEX: Final = frozenset("0123456789abcdef")
 JAEGER_OWN: Final = "@jaeger@"
 """The prefix of the attributes Jaeger adds to what it was sent (`@jaeger@warnings`): not the app's."""
 _RUN_OPERATIONS: Final = (sc.OPERATION_INVOKE_WORKFLOW, sc.OPERATION_INVOKE_AGENT)
@@ -73,23 +84,26 @@ class NotInJaeger(Exception):
     """Jaeger holds no such trace or run."""
 
 
-def timeout_s() -> float:
-    """The bound on one request: `OTEL_AGENTS_UI_TIMEOUT_S` when it is a positive number, else 5 s."""
-    raw = os.environ.get(TIMEOUT_VARIABLE, "").strip()
-    try:
-        value = float(raw) if raw else TIMEOUT_S
-    except ValueError:
-        return TIMEOUT_S
-    return value if 0 < value <= 60 else TIMEOUT_S
-
-
 def checked_url(url: str, option: str = "--jaeger") -> str:
     """The base URL of Jaeger's query API (its UI's address), without a trailing slash; ValueError
-    naming `option` when it is not an http(s) URL."""
-    parsed = urllib.parse.urlsplit(url.strip())
-    if parsed.scheme not in ("http", "https") or not parsed.netloc or parsed.query or parsed.fragment:
-        raise ValueError(f"{option} {url!r}: expected the base URL of Jaeger's UI or query API, http://HOST:PORT")
-    return url.strip().rstrip("/")
+    naming `option` when it is not one (`bounded_get.server_url`: no credentials either)."""
+    return server_url(url, option, "Jaeger's UI or query API")
+
+
+def is_hex_id(value: str) -> bool:
+    """Whether `value` is a whole trace id or run id as the store writes them: 32 lowercase hex digits."""
+    return len(value) == 32 and set(value) <= _HEX
+
+
+def trace_id_of(value: Any) -> str | None:
+    """A trace id as Jaeger's `/api/traces` gives it (hex, its leading zeros maybe dropped) as 32
+    lowercase hex digits; None when it is not one (dropped, never put in a URL)."""
+    if not isinstance(value, str):
+        return None
+    cleaned = value.strip().lower()
+    if not 0 < len(cleaned) <= 32 or not set(cleaned) <= _HEX:
+        return None
+    return cleaned.rjust(32, "0")
 
 
 def _rfc3339(ns: int) -> str:
@@ -195,10 +209,13 @@ def _number(value: Any) -> Any:
 
 
 def run_of(span: StoredSpan) -> StoredRun | None:
-    """The run a run span is, as the store's writer rows it (None: not a run span)."""
+    """The run a run span is, as the store's writer rows it (None: not a run span, or one whose run
+    id is not 32 lowercase hex digits, as otel-agents writes them: it could not be opened)."""
     attributes = span.attributes
     run_id = attributes.get(sc.RUN_ID)
-    if attributes.get(sc.GEN_AI_OPERATION_NAME) not in _RUN_OPERATIONS or not isinstance(run_id, str) or not run_id:
+    if attributes.get(sc.GEN_AI_OPERATION_NAME) not in _RUN_OPERATIONS or not isinstance(run_id, str):
+        return None
+    if not is_hex_id(run_id):
         return None
     return StoredRun(
         run_id=run_id,
@@ -252,10 +269,16 @@ class Window:
     since_ns: int
     until_ns: int
     cut: list[str] = field(default_factory=list)
-    """Services whose search returned its most (`SEARCH_DEPTH`) traces: older ones of the window are not read."""
+    """Services whose search returned its most (`depth`) traces: older ones of the window are not read."""
     services: list[str] = field(default_factory=list)
     searched_by: tuple[str, ...] = ()
     """The filters Jaeger's tag search applied (the others, and these again, applied to the runs read)."""
+    depth: int = SEARCH_DEPTH
+    """The most traces each service's search asked for (`MAX_TRACES` shared over the services)."""
+    skipped_services: list[str] = field(default_factory=list)
+    """Services Jaeger knows past the first `MAX_SERVICES`: not searched."""
+    unread: int = 0
+    """Traces a tag search found that were not read (past `TRACES_BY_ID`, the oldest found)."""
 
 
 TAG_SEARCH: Final = (("team", sc.GEN_AI_WORKFLOW_NAME), ("user_id", sc.USER_ID), ("stop_kind", sc.STOP_KIND))
@@ -298,16 +321,37 @@ def rows_of_trace(spans: Sequence[StoredSpan]) -> list[tuple[StoredRun, dict[str
     return out
 
 
-class JaegerSource:
-    """Jaeger's query API at `url`, for the services `services` (none given: every service it knows)."""
+class _Services:
+    """The services Jaeger knows, kept `SERVICES_CACHE_S` (shared by the copies `for_page` makes)."""
 
-    def __init__(self, url: str, services: Iterable[str] = (), *, timeout: float | None = None) -> None:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.known: list[str] | None = None
+        self.asked_at = 0.0
+
+
+class JaegerSource:
+    """Jaeger's query API at `url`, for the services `services` (none given: every service it knows).
+
+    `for_page()` gives the copy one page reads through: its requests share one deadline."""
+
+    def __init__(self, url: str, services: Iterable[str] = (), *, timeout_s: float = TIMEOUT_S) -> None:
+        if not 0 < timeout_s <= TIMEOUT_S:
+            raise ValueError(f"timeout_s {timeout_s!r}: expected seconds from 0 (exclusive) to {TIMEOUT_S:g}")
         self.url = checked_url(url)
         self.services = tuple(dict.fromkeys(s.strip() for s in services if s.strip()))
-        self.timeout_s = timeout_s() if timeout is None else timeout
+        self.timeout_s = timeout_s
+        self.deadline: float | None = None
+        self._known = _Services()
 
     def __str__(self) -> str:
         return f"Jaeger at {self.url}"
+
+    def for_page(self) -> JaegerSource:
+        """This source for one page: every request it makes ends by `timeout_s` from now."""
+        page = copy.copy(self)  # shares the services kept
+        page.deadline = time.monotonic() + self.timeout_s
+        return page
 
     # --- asking ------------------------------------------------------------------------------
 
@@ -316,46 +360,55 @@ class JaegerSource:
         found"). JaegerUnavailable naming the URL otherwise."""
         query = f"?{urllib.parse.urlencode(params)}" if params else ""
         url = f"{self.url}{path}{query}"
-        request = urllib.request.Request(url, headers={"Accept": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                body = response.read(MAX_ANSWER_BYTES + 1)
-        except urllib.error.HTTPError as error:
-            text = error.read()
-            if error.code == 404 and empty_on_404 and _jaeger_error(text) is not None:
-                return None
-            detail = _jaeger_error(text) or " ".join(text.decode("utf-8", "replace").split())[:200]
-            raise JaegerUnavailable(f"Jaeger at {self.url} answered {url} with {error.code}: {detail}") from None
-        except TimeoutError:
-            raise JaegerUnavailable(f"Jaeger at {self.url} did not answer {url} within {self.timeout_s:g} s") from None
-        except OSError as error:  # URLError, a refused connection, a timeout while connecting
-            reason = getattr(error, "reason", None) or error
-            if isinstance(reason, TimeoutError) or "timed out" in str(reason):
+            answer = get(url, timeout_s=self.timeout_s, max_bytes=MAX_ANSWER_BYTES, deadline=self.deadline)
+        except Unanswered as failure:
+            if failure.kind == "slow":
                 raise JaegerUnavailable(
-                    f"Jaeger at {self.url} did not answer {url} within {self.timeout_s:g} s"
+                    f"Jaeger at {self.url} did not answer {url} within {self.timeout_s:g} s ({failure.reason})"
                 ) from None
-            raise JaegerUnavailable(f"cannot reach Jaeger at {self.url} ({url}): {reason}") from None
-        if len(body) > MAX_ANSWER_BYTES:
-            raise JaegerUnavailable(
-                f"Jaeger at {self.url} answered {url} with more than {MAX_ANSWER_BYTES // 2**20} MiB: narrow the "
-                "window (since, until) or name the services (--service)"
-            )
+            if failure.kind == "too_large":
+                raise JaegerUnavailable(
+                    f"Jaeger at {self.url} answered {url} with more than {MAX_ANSWER_BYTES // 2**20} MiB: narrow "
+                    "the window (since, until) or name the services (--service)"
+                ) from None
+            raise JaegerUnavailable(f"cannot reach Jaeger at {self.url} ({url}): {failure.reason}") from None
+        if answer.status != 200:
+            if answer.status == 404 and empty_on_404 and _jaeger_error(answer.body) is not None:
+                return None
+            text = answer.body
+            detail = _jaeger_error(text) or " ".join(text.decode("utf-8", "replace").split())[:200]
+            raise JaegerUnavailable(f"Jaeger at {self.url} answered {url} with {answer.status}: {detail}")
         try:
-            return json.loads(body)
+            return json.loads(answer.body)
         except ValueError:
             raise JaegerUnavailable(
                 f"{url} did not answer with JSON: is {self.url} Jaeger's query API (its UI's address)?"
             ) from None
 
     def known_services(self) -> list[str]:
-        """The services Jaeger knows (`/api/v3/services`)."""
+        """The services Jaeger knows (`/api/v3/services`), asked at most every `SERVICES_CACHE_S`."""
+        kept = self._known
+        with kept.lock:
+            if kept.known is not None and time.monotonic() - kept.asked_at < SERVICES_CACHE_S:
+                return list(kept.known)
         answer = self._get("/api/v3/services")
         services = answer.get("services", []) if isinstance(answer, dict) else None
         if not isinstance(services, list) or not all(isinstance(s, str) for s in services):
             raise JaegerUnavailable(
                 f"{self.url}/api/v3/services did not answer with Jaeger's services: is {self.url} Jaeger's query API?"
             )
-        return sorted(services)
+        known = sorted(services)
+        with kept.lock:
+            kept.known, kept.asked_at = known, time.monotonic()
+        return list(known)
+
+    def _services(self) -> tuple[list[str], list[str]]:
+        """The services to search, and those skipped (past `MAX_SERVICES` of those Jaeger knows)."""
+        if self.services:
+            return list(self.services), []
+        known = self.known_services()
+        return known[:MAX_SERVICES], known[MAX_SERVICES:]
 
     def _spans_of(self, answer: Any, url: str) -> list[StoredSpan]:
         try:
@@ -365,32 +418,39 @@ class JaegerSource:
                 f"{url} did not answer with OTLP JSON ({error}): is {self.url} Jaeger's query API?"
             ) from None
 
-    def _search(self, service: str, since_ns: int, until_ns: int) -> tuple[list[StoredSpan], bool]:
+    def _search(self, service: str, since_ns: int, until_ns: int, depth: int) -> tuple[list[StoredSpan], bool]:
         params = {
             "query.service_name": service,
             "query.start_time_min": _rfc3339(since_ns),
             "query.start_time_max": _rfc3339(until_ns),
-            "query.num_traces": str(SEARCH_DEPTH),
+            "query.num_traces": str(depth),
         }
         answer = self._get("/api/v3/traces", params, empty_on_404=True)
         if answer is None:
             return [], False
         spans = self._spans_of(answer, f"{self.url}/api/v3/traces")
-        return spans, len({s.trace_id for s in spans}) >= SEARCH_DEPTH
+        return spans, len({s.trace_id for s in spans}) >= depth
 
     def window(self, since_ns: int, until_ns: int, where: RunFilter | None = None) -> Window:
         """The runs started in [since_ns, until_ns) that `where` matches (filtered on the traces
-        read), from every trace of the window that holds a run."""
+        read), from every trace of the window that holds a run (at most `MAX_TRACES` read)."""
         where = where if where is not None else RunFilter()
-        services = list(self.services) or self.known_services()[:MAX_SERVICES]
+        services, skipped = self._services()
         tags = tags_of(where)
         traces: dict[str, dict[str, StoredSpan]] = {}
         cut = []
+        depth = min(SEARCH_DEPTH, max(1, MAX_TRACES // max(len(services), 1)))
+        unread = 0
         if services and tags:
             with ThreadPoolExecutor(max_workers=min(WORKERS, len(services))) as pool:
-                tagged = list(pool.map(lambda s: self._tagged(s, tags, since_ns, until_ns), services))
+                tagged = list(pool.map(lambda s: self._tagged(s, tags, since_ns, until_ns, depth), services))
             cut = [service for service, (_, full) in zip(services, tagged, strict=True) if full]
-            wanted = sorted(set().union(*(ids for ids, _ in tagged)))
+            found: dict[str, int] = {}
+            for ids, _ in tagged:
+                for trace_id, started in ids.items():
+                    found[trace_id] = max(started, found.get(trace_id, started))
+            newest = sorted(found, key=lambda t: (found[t], t), reverse=True)
+            wanted, unread = sorted(newest[:TRACES_BY_ID]), max(len(newest) - TRACES_BY_ID, 0)
             if wanted:
                 with ThreadPoolExecutor(max_workers=min(WORKERS, len(wanted))) as pool:
                     for spans in pool.map(self._trace_or_none, wanted):
@@ -398,8 +458,8 @@ class JaegerSource:
                             traces.setdefault(span.trace_id, {})[span.span_id] = span
         elif services:
             with ThreadPoolExecutor(max_workers=min(WORKERS, len(services))) as pool:
-                found = list(pool.map(lambda s: self._search(s, since_ns, until_ns), services))
-            for service, (spans, full) in zip(services, found, strict=True):
+                searched = list(pool.map(lambda s: self._search(s, since_ns, until_ns, depth), services))
+            for service, (spans, full) in zip(services, searched, strict=True):
                 if full:
                     cut.append(service)
                 for span in spans:  # a trace across services comes once per service: each span once
@@ -410,14 +470,28 @@ class JaegerSource:
             for run, row in rows_of_trace(spans):
                 if since_ns <= run.started_ns < until_ns and _matches(row, where):
                     rows.append(row)
-        return Window(rows, since_ns, until_ns, cut, services, tuple(name for name, key in TAG_SEARCH if key in tags))
+        return Window(
+            rows,
+            since_ns,
+            until_ns,
+            cut,
+            services,
+            tuple(name for name, key in TAG_SEARCH if key in tags),
+            depth=depth,
+            skipped_services=skipped,
+            unread=unread,
+        )
 
     def _tagged(
         self, service: str, tags: Mapping[str, str], since_ns: int, until_ns: int, limit: int = SEARCH_DEPTH
-    ) -> tuple[set[str], bool]:
-        """The ids of the traces of `service` in the window holding a span with every tag of `tags`
-        (Jaeger's `/api/traces` tag search; its `/api/v3` search takes no attributes), and whether
-        the search returned its most."""
+    ) -> tuple[dict[str, int], bool]:
+        """The traces of `service` in the window holding a span with every tag of `tags` (Jaeger's
+        `/api/traces` tag search; its `/api/v3` search takes no attributes), each id with its newest
+        span's start (µs), and whether the search returned its most. An id that is not hex is dropped.
+
+        Its answer holds the traces whole, but in Jaeger's own (v1) JSON model, not OTLP: the traces
+        are read again through `/api/v3` (at most `TRACES_BY_ID`) so that one reader makes the
+        store's rows, as a run page must equal the store's."""
         params = {
             "service": service,
             "tags": json.dumps(dict(tags)),
@@ -429,8 +503,19 @@ class JaegerSource:
         data = answer.get("data") if isinstance(answer, dict) else None
         if answer is not None and not isinstance(data, list | type(None)):
             raise JaegerUnavailable(f"{self.url}/api/traces did not answer with Jaeger's traces: is it Jaeger?")
-        ids = {_hex_trace_id(str(t["traceID"])) for t in data or () if isinstance(t, dict) and t.get("traceID")}
-        return ids, len(ids) >= limit
+        found: dict[str, int] = {}
+        for trace in data or ():
+            trace_id = trace_id_of(trace.get("traceID")) if isinstance(trace, dict) else None
+            if trace_id is None:
+                continue
+            assert isinstance(trace, dict)
+            starts = [
+                s["startTime"]
+                for s in trace.get("spans") or ()
+                if isinstance(s, dict) and isinstance(s.get("startTime"), int)
+            ]
+            found[trace_id] = max(starts, default=0)
+        return found, len(found) >= limit
 
     def _trace_or_none(self, trace_id: str) -> list[StoredSpan]:
         try:
@@ -442,6 +527,8 @@ class JaegerSource:
 
     def trace(self, trace_id: str) -> list[StoredSpan]:
         """The trace's spans, read whole; NotInJaeger when Jaeger has none."""
+        if not is_hex_id(trace_id):
+            raise NotInJaeger(f"{trace_id!r} is not a trace id (32 lowercase hexadecimal digits)")
         url = f"{self.url}/api/v3/traces/{trace_id}"
         answer = self._get(f"/api/v3/traces/{trace_id}", empty_on_404=True)
         spans = [] if answer is None else self._spans_of(answer, url)
@@ -452,34 +539,23 @@ class JaegerSource:
     def trace_of_run(self, run_id: str) -> str | None:
         """The trace holding the run `run_id`, through Jaeger's tag search (`/api/traces`) over the
         services (the last 7 days, as far as Jaeger keeps them); None when none does."""
-        services = list(self.services) or self.known_services()[:MAX_SERVICES]
+        if not is_hex_id(run_id):
+            return None
+        services, _ = self._services()
         if not services:
             return None
-        end_us = time.time_ns() // 1000
-
-        def search(service: str) -> set[str]:
-            params = {
-                "service": service,
-                "tags": json.dumps({sc.RUN_ID: run_id}),
-                "start": str(end_us - LOOKUP_DAYS * 86_400_000_000),
-                "end": str(end_us + 60_000_000),
-                "limit": "2",
-            }
-            answer = self._get("/api/traces", params, empty_on_404=True)
-            data = answer.get("data") if isinstance(answer, dict) else None
-            if answer is not None and not isinstance(data, list | type(None)):
-                raise JaegerUnavailable(f"{self.url}/api/traces did not answer with Jaeger's traces")
-            return {str(t.get("traceID", "")) for t in data or () if isinstance(t, dict)}
-
+        now = time.time_ns()
+        since_ns = now - LOOKUP_DAYS * 86_400 * 1_000_000_000
+        tags = {sc.RUN_ID: run_id}
         with ThreadPoolExecutor(max_workers=min(WORKERS, len(services))) as pool:
-            found = set().union(*pool.map(search, services))
-        found.discard("")
-        return min(found) if found else None
+            found = pool.map(lambda s: self._tagged(s, tags, since_ns, now + 60_000_000_000, 2)[0], services)
+            ids = set().union(*found)
+        return min(ids) if ids else None
 
     def conversation_runs(self, conversation_id: str, *, within_s: int = LOOKUP_DAYS * 86_400) -> list[StoredRun]:
         """The runs of one conversation (exactly this id) Jaeger holds from the last `within_s`,
         oldest first (at most `CONVERSATION_RUNS`): its tag search, the traces read whole."""
-        services = list(self.services) or self.known_services()[:MAX_SERVICES]
+        services, _ = self._services()
         if not services:
             return []
         now = time.time_ns()
@@ -490,7 +566,7 @@ class JaegerSource:
                     lambda s: self._tagged(s, tags, now - within_s * 1_000_000_000, now, CONVERSATION_RUNS), services
                 )
             )
-        wanted = sorted(set().union(*(ids for ids, _ in found)))
+        wanted = sorted(set().union(*(ids for ids, _ in found)))[:CONVERSATION_RUNS]
         runs: dict[str, StoredRun] = {}
         if wanted:
             with ThreadPoolExecutor(max_workers=min(WORKERS, len(wanted))) as pool:
@@ -504,7 +580,7 @@ class JaegerSource:
         """The spans of the trace `ident` names (a whole trace id, or a whole run id), and the run to
         show among them (None: the trace's only run). NotInJaeger naming what was looked for."""
         wanted = ident.strip().lower()
-        if len(wanted) != 32 or any(c not in "0123456789abcdef" for c in wanted):
+        if not is_hex_id(wanted):
             raise NotInJaeger(
                 f"{ident!r}: Jaeger looks a run up by its whole run id or trace id (32 hexadecimal digits), "
                 "not a prefix"
@@ -520,11 +596,7 @@ class JaegerSource:
         trace_id = self.trace_of_run(wanted)
         if trace_id is None:
             raise NotInJaeger(f"no run or trace {wanted} in Jaeger at {self.url}")
-        return self.trace(_hex_trace_id(trace_id)), wanted
-
-
-def _hex_trace_id(value: str) -> str:
-    return value.strip().lower().rjust(32, "0")
+        return self.trace(trace_id), wanted
 
 
 def _jaeger_error(body: bytes) -> str | None:

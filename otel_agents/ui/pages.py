@@ -39,14 +39,15 @@ from otel_agents._internal.report.runs import SORTS, RunFilter, list_runs, run_f
 from otel_agents._internal.report.trace import shown_costs, span_json, tree_order
 from otel_agents._internal.run.stop import StopKind
 from otel_agents.ui import charts
-from otel_agents.ui.jaeger import SEARCH_DEPTH as JAEGER_SEARCH_DEPTH
-from otel_agents.ui.jaeger import JaegerSource, JaegerUnavailable, NotInJaeger, run_of
+from otel_agents.ui.jaeger import MAX_SERVICES, TRACES_BY_ID, JaegerSource, JaegerUnavailable, NotInJaeger, run_of
+from otel_agents.ui.prometheus import COSTLIEST, BadRequest, PrometheusUnavailable
 from otel_agents.ui.waterfall import waterfall
 
 if TYPE_CHECKING:
     from jinja2 import Environment
 
     from otel_agents._internal.explain.model import Explanation
+    from otel_agents.ui.prometheus import PrometheusCost
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +133,8 @@ class Page:
     """What every page template gets besides its own figures."""
 
     title: str
-    store: str
+    source: str
+    """What the pages read (the store's directory, or Jaeger), as the header shows it."""
     notices: list[str] = field(default_factory=list)
 
 
@@ -150,7 +152,7 @@ Source = Store | JaegerSource
 
 class Site:
     """The pages over one source: a store directory, or Jaeger (`jaeger`); the cost page over the
-    store, or Prometheus (`prometheus`: its base URL)."""
+    store, or Prometheus (`prometheus`, built once when the page starts)."""
 
     def __init__(
         self,
@@ -158,7 +160,7 @@ class Site:
         environment: Environment,
         *,
         jaeger: JaegerSource | None = None,
-        prometheus: str | None = None,
+        prometheus: PrometheusCost | None = None,
     ) -> None:
         self.directory = directory
         self.environment = environment
@@ -172,9 +174,10 @@ class Site:
 
     # --- reading -----------------------------------------------------------------------------
 
-    def _store(self, notices: list[str]) -> Source:
+    def _source(self, notices: list[str]) -> Source:
+        """What this page reads: the store, or Jaeger with one deadline for the page's reads."""
         if self.jaeger is not None:
-            return self.jaeger
+            return self.jaeger.for_page()
         if not self.directory.exists():
             raise Answer(
                 503,
@@ -190,15 +193,15 @@ class Site:
     ) -> Response:
         notices: list[str] = []
         try:
-            store = self._store(notices)
-            result = build(store, notices)
+            source = self._source(notices)
+            result = build(source, notices)
         except Answer as answer:
             return self._problem(request, answer, api=api, notices=notices)
         except NotInJaeger as error:
             return self._problem(request, Answer(404, str(error)), api=api, notices=notices)
         except JaegerUnavailable as error:
             return self._problem(request, Answer(503, str(error)), api=api, notices=notices)
-        except _prometheus_unavailable() as error:
+        except PrometheusUnavailable as error:
             return self._problem(request, Answer(503, str(error)), api=api, notices=notices)
         except (StoreVersionError, StoreDamaged) as error:
             return self._problem(request, Answer(503, str(error)), api=api, notices=notices)
@@ -216,7 +219,7 @@ class Site:
         return self._html(template, result, notices)
 
     def _html(self, template: str, context: Mapping[str, Any], notices: Sequence[str], status: int = 200) -> Response:
-        page = Page(title=str(context.get("title", "otel-agents")), store=self.source_name, notices=list(notices))
+        page = Page(title=str(context.get("title", "otel-agents")), source=self.source_name, notices=list(notices))
         body = self.environment.get_template(template).render(site=page, **context)
         return HTMLResponse(body, status_code=status)
 
@@ -295,6 +298,12 @@ class Site:
         now = time.time_ns()
         until_ns = where.until_ns if where.until_ns is not None else now
         since_ns = where.since_ns if where.since_ns is not None else until_ns - JAEGER_WINDOW_S * 1_000_000_000
+        if since_ns >= until_ns:
+            raise Answer(
+                400,
+                f"since {iso_utc(since_ns)} is not before until {iso_utc(until_ns)}: a window of Jaeger's runs "
+                "starts before it ends",
+            )
         window = jaeger.window(since_ns, until_ns, replace(where, since_ns=None, until_ns=None))
         rows = _sorted_rows(window.rows, sort)
         width = until_ns - since_ns
@@ -318,6 +327,9 @@ class Site:
                 "filtered": _filtered(given, window.searched_by),
                 "searched_by": list(window.searched_by),
                 "cut": window.cut,
+                "searched_traces_per_service": window.depth,
+                "skipped_services": window.skipped_services,
+                "unread_traces": window.unread,
                 "older": older,
                 "newer": newer,
             },
@@ -333,11 +345,14 @@ class Site:
             listed = self._runs(store, request, extra=("partial",))
             if isinstance(store, JaegerSource):
                 source = listed["source"]
-                if source["cut"]:
-                    notices.append(
-                        f"Jaeger returned its most traces ({JAEGER_SEARCH_DEPTH}) for {', '.join(source['cut'])} in "
-                        "this window: older runs of the window may be missing. Narrow the window (since, until)."
+                notices.extend(
+                    _window_notices(
+                        source["cut"],
+                        source["searched_traces_per_service"],
+                        source["skipped_services"],
+                        source["unread_traces"],
                     )
+                )
                 empty = (
                     f"No runs in {store} from {source['since']} to {source['until']}"
                     f" (services: {', '.join(source['services']) or 'none yet'})."
@@ -424,11 +439,7 @@ class Site:
             costs = shown_costs(run, spans)[1] if run is not None else {}
             drawn = waterfall(spans, costs, opened, skip=int(raw_skip))
             data = explanation.to_dict()
-            others = (
-                [r for r in store.conversation_runs(run.conversation_id) if r.run_id != run.run_id]
-                if run is not None and run.conversation_id
-                else []
-            )
+            others = _other_runs(store, run, notices)
             detail = next((s for s in spans if s.span_id == chosen), None) if chosen else None
             state = _run_state(explanation, run, drawn.orphans)
             return {
@@ -522,18 +533,29 @@ class Site:
                 raise Answer(400, str(error).replace("--since", "since")) from None
         return by, since, since_ns
 
-    def _prometheus_cost(self) -> Any:
-        """The Prometheus source of the cost page (`--prometheus URL`)."""
-        from otel_agents.ui.prometheus import PrometheusCost
-
-        assert self.prometheus is not None
-        return PrometheusCost(self.prometheus)
-
-    def _costliest(self, jaeger: JaegerSource) -> Callable[[int], list[dict[str, Any]]]:
-        """The costliest runs since a time, from Jaeger's window up to now (for the cost page)."""
+    @staticmethod
+    def _costliest(
+        jaeger: JaegerSource, notices: list[str], failed: list[str]
+    ) -> Callable[[int], list[dict[str, Any]]]:
+        """The costliest runs since a time, from Jaeger's window up to now (for the cost page). What
+        the window left out is a notice; a Jaeger that cannot be read is one too (recorded in
+        `failed`: the page falls back to the exemplars) and the rows are none."""
 
         def costliest(since_ns: int) -> list[dict[str, Any]]:
-            return _sorted_rows(jaeger.window(since_ns, time.time_ns()).rows, "cost")[:10]
+            try:
+                window = jaeger.window(since_ns, time.time_ns())
+            except JaegerUnavailable as error:
+                failed.append(str(error))
+                notices.append(
+                    f"The costliest runs are those the exemplars name: Jaeger at {jaeger.url} could not be read "
+                    f"({error})"
+                )
+                return []
+            left_out = _window_notices(window.cut, window.depth, window.skipped_services, window.unread)
+            if left_out:
+                notices.append("The costliest runs are of the traces Jaeger's window returned, not the whole range:")
+                notices.extend(left_out)
+            return _sorted_rows(window.rows, "cost")[:COSTLIEST]
 
         return costliest
 
@@ -541,7 +563,7 @@ class Site:
         """The cost's answer when it does not come from the store: Prometheus's (`--prometheus`), or
         an Answer saying where it would come from (`--jaeger` alone); None: from the store."""
         if self.prometheus is not None:
-            return self._prometheus_cost()
+            return self.prometheus
         if self.jaeger is not None:
             self._cost_params(request)  # a bad parameter is still one
             raise Answer(503, NO_PROMETHEUS)
@@ -582,8 +604,8 @@ class Site:
         def build(store: Source, _: list[str]) -> Any:
             prometheus = self._cost_source(request)
             by, since, since_ns = self._cost_params(request)
-            if prometheus is not None:  # Prometheus's answers are per step already: the same JSON
-                return _by_prometheus(prometheus.cost_json, by, since)
+            if prometheus is not None:  # the store's top-level keys: days, by (and where they came from)
+                return _by_prometheus(prometheus.days_json, by, since)
             assert isinstance(store, Store)
             return self._days(store, by, since_ns)
 
@@ -593,8 +615,17 @@ class Site:
         def build(store: Source, notices: list[str]) -> Any:
             if self.prometheus is not None:
                 by, since, _ = self._cost_params(request)
-                from_jaeger = self._costliest(store) if isinstance(store, JaegerSource) else None
-                context = _by_prometheus(self._prometheus_cost().cost_context, by, since, costliest=from_jaeger)
+                failed: list[str] = []
+                from_jaeger = self._costliest(store, notices, failed) if isinstance(store, JaegerSource) else None
+                context = _by_prometheus(self.prometheus.cost_context, by, since, costliest=from_jaeger)
+                if failed:  # Jaeger could not be read: the exemplars' costliest runs, as without --jaeger
+                    from otel_agents.ui.prometheus import _costliest_exemplars
+
+                    context = {
+                        **context,
+                        "costliest": _costliest_exemplars(context["exemplars"]),
+                        "costliest_from": "exemplars",
+                    }
                 return self._html("cost_prometheus.html", context, notices)
             by, since, since_ns = self._cost_params(request)
             if isinstance(store, JaegerSource):
@@ -626,7 +657,7 @@ class Site:
                 }
                 for row in rows
             }
-            costliest = list_runs(store, RunFilter(since_ns=since_ns), sort="cost", limit=10).rows
+            costliest = list_runs(store, RunFilter(since_ns=since_ns), sort="cost", limit=COSTLIEST).rows
             per_success = [d["total"].get("cost_per_outcome_usd") if d["total"] else None for d in days]
             share = [
                 (d["total"]["outcomes"].get("success", 0) / d["total"]["runs"] * 100)
@@ -704,24 +735,47 @@ class Site:
 # --- helpers ---------------------------------------------------------------------------------------
 
 
-class _NeverRaised(Exception):
-    """Stands for PrometheusUnavailable where the Prometheus source is not installed."""
-
-
-def _prometheus_unavailable() -> type[Exception]:
-    try:
-        from otel_agents.ui.prometheus import PrometheusUnavailable
-    except ImportError:
-        return _NeverRaised
-    return PrometheusUnavailable
-
-
 def _by_prometheus(ask: Callable[..., dict[str, Any]], by: str, since: str | None, **more: Any) -> dict[str, Any]:
-    """Prometheus's answer for `by`: a dimension it cannot group by is a bad request."""
+    """Prometheus's answer for `by`: a dimension it cannot group by, or a range it should not be
+    asked, is a bad request (its BadRequest, raised before Prometheus is asked)."""
     try:
         return ask(by, since, **more)
-    except ValueError as error:
+    except BadRequest as error:
         raise Answer(400, str(error)) from None
+
+
+def _other_runs(source: Source, run: StoredRun | None, notices: list[str]) -> list[StoredRun]:
+    """The other runs of the run's conversation; from Jaeger, a failure to read them is a notice (the
+    run itself was read)."""
+    if run is None or not run.conversation_id:
+        return []
+    try:
+        runs = source.conversation_runs(run.conversation_id)
+    except JaegerUnavailable as error:
+        notices.append(f"The other runs of this conversation could not be read: {error}")
+        return []
+    return [r for r in runs if r.run_id != run.run_id]
+
+
+def _window_notices(cut: Sequence[str], depth: int, skipped: Sequence[str], unread: int) -> list[str]:
+    """What a window read from Jaeger left out, as the page says it."""
+    said = []
+    if cut:
+        said.append(
+            f"Jaeger returned its most traces ({depth}) for {', '.join(cut)} in this window: older runs of the "
+            "window may be missing. Narrow the window (since, until)."
+        )
+    if skipped:
+        said.append(
+            f"Jaeger knows {MAX_SERVICES + len(skipped)} services; the first {MAX_SERVICES} were searched, not "
+            f"{', '.join(skipped[:5])}{' and more' if len(skipped) > 5 else ''}: name the services (--service)."
+        )
+    if unread:
+        said.append(
+            f"Jaeger's tag search found {unread} more traces than a page reads ({TRACES_BY_ID}, the newest): "
+            "older runs of the window may be missing. Narrow the window (since, until)."
+        )
+    return said
 
 
 def _filtered(given: Mapping[str, str], searched_by: Sequence[str]) -> str | None:

@@ -12,13 +12,16 @@ import threading
 from collections.abc import Generator, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import uvicorn
 
 from otel_agents.ui.app import make_app
 from otel_agents.ui.jaeger import JaegerSource
 from otel_agents.ui.security import allowed_hosts, is_loopback
+
+if TYPE_CHECKING:
+    from otel_agents.ui.prometheus import PrometheusCost
 
 EVERYONE_READS: Final = (
     "otel-agents ui: warning: listening on {host}, not on this machine's loopback: anyone who reaches "
@@ -90,7 +93,7 @@ def serve(
     allow_hosts: Sequence[str] = (),
     open_browser: bool = False,
     jaeger: JaegerSource | None = None,
-    prometheus: str | None = None,
+    prometheus: PrometheusCost | None = None,
 ) -> int:
     """Serve the page over the store at `store` (or Jaeger's runs, `jaeger`; Prometheus's cost,
     `prometheus`) until a signal; the exit status."""

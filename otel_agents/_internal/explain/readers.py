@@ -79,10 +79,13 @@ def _trace_id(text: str) -> str:
 
 def jaeger_url(base: str, trace_id: str) -> str:
     """Where Jaeger's query API (its UI's base URL, or the query service's) answers for a trace."""
-    parsed = urllib.parse.urlsplit(base.strip())
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ExplainError(f"--jaeger {base!r}: expected the base URL of Jaeger's UI or query API, http://HOST:PORT")
-    return f"{base.strip().rstrip('/')}/api/v3/traces/{trace_id}"
+    from otel_agents.ui.bounded_get import server_url  # the one check of a server URL (standard library only)
+
+    try:
+        checked = server_url(base, "--jaeger", "Jaeger's UI or query API")
+    except ValueError as error:
+        raise ExplainError(str(error)) from None
+    return f"{checked}/api/v3/traces/{trace_id}"
 
 
 def read_jaeger(base: str, trace: str, run: str | None = None, *, timeout_s: float = JAEGER_TIMEOUT_S) -> Read:
