@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any, Final
 
 from otel_agents._internal.report import promql
@@ -48,7 +49,9 @@ EXEMPLAR_BYTES: Final = 16 * 2**20
 DIMENSIONS: Final = ("team", "model", "agent", "day")
 """The dimensions of `cost --by` that Prometheus can group by: the metrics' labels (team, model,
 agent) and time. Users and conversations are no label: metrics keep low-cardinality labels only."""
-LABELS: Final = {"team": "gen_ai_workflow_name", "agent": "gen_ai_agent_name", "model": "gen_ai_request_model"}
+LABELS: Final = MappingProxyType(
+    {"team": "gen_ai_workflow_name", "agent": "gen_ai_agent_name", "model": "gen_ai_request_model"}
+)
 """The label each dimension groups by (the dashboard's cost panels')."""
 DEFAULT_SINCE: Final = "24h"
 """The range shown when none is asked: Prometheus has no "all time" to sum over."""
