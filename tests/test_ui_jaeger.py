@@ -519,7 +519,7 @@ def test_an_answer_past_the_bound_is_refused_not_held(tmp_path: Path) -> None:
     [
         (["--jaeger", "localhost:16686"], "--jaeger 'localhost:16686': expected the base URL"),
         (["--jaeger", "ftp://127.0.0.1:16686"], "--jaeger 'ftp://127.0.0.1:16686': expected the base URL"),
-        (["--jaeger", "http://127.0.0.1:99999"], "--jaeger 'http://127.0.0.1:99999': expected the base URL"),
+        (["--jaeger", "http://127.0.0.1:99999"], "--jaeger 'http://127.0.0.1:99999': the port is not a number"),
         (["--prometheus", "127.0.0.1:9090"], "--prometheus '127.0.0.1:9090': expected the base URL"),
         (["--service", "api"], "--service names Jaeger's services: give --jaeger URL with it"),
     ],
