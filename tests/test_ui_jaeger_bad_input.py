@@ -265,6 +265,18 @@ def test_the_cost_by_day_from_prometheus_has_the_store_s_keys(tmp_path: Path) ->
         assert "since 9999d" in get_json(ui, "/api/cost/days?since=9999d", status=400)["error"].replace("'", "")
 
 
+def test_the_cost_from_prometheus_alone_needs_no_store(tmp_path: Path) -> None:
+    with (
+        answering(lambda path: as_json(200, EMPTY[path])) as prometheus,
+        ui_server(tmp_path / "absent", "--prometheus", prometheus) as ui,
+    ):
+        assert get_json(ui, "/api/cost?by=team&since=7d")["source"] == "prometheus"
+        assert get_json(ui, "/api/cost/days?by=team&since=7d")["by"] == "team"
+        code, body = get(ui, "/cost")
+        assert code == 200 and prometheus.encode() in body
+        assert "no store at" in get_json(ui, "/api/runs", status=503)["error"], "the runs still read the store"
+
+
 # --- the command line -----------------------------------------------------------------------------------
 
 

@@ -189,11 +189,19 @@ class Site:
         return Store(self.directory, notice=notices.append)
 
     def _guarded(
-        self, request: Request, build: Callable[[Any, list[str]], Any], *, api: bool, template: str | None = None
+        self,
+        request: Request,
+        build: Callable[[Any, list[str]], Any],
+        *,
+        api: bool,
+        template: str | None = None,
+        reads_source: bool = True,
     ) -> Response:
+        """`build(source, notices)`'s answer, or the page saying why there is none. `reads_source`
+        False: the page reads no runs (the cost from Prometheus alone), so no store is opened."""
         notices: list[str] = []
         try:
-            source = self._source(notices)
+            source = self._source(notices) if reads_source else None
             result = build(source, notices)
         except Answer as answer:
             return self._problem(request, answer, api=api, notices=notices)
@@ -578,7 +586,13 @@ class Site:
             assert isinstance(store, Store)
             return cost_report_module.cost_report(store, by, since_ns=since_ns)
 
-        return self._guarded(request, build, api=True)
+        return self._guarded(request, build, api=True, reads_source=self._cost_reads_runs)
+
+    @property
+    def _cost_reads_runs(self) -> bool:
+        """Whether the cost pages read the runs' source: not from Prometheus alone (`--prometheus`
+        without `--jaeger`: the store need not exist)."""
+        return self.prometheus is None or self.jaeger is not None
 
     def _days(self, store: Store, by: str, since_ns: int | None) -> dict[str, Any]:
         """Per day (UTC) of the range: the rows of `cost --json --by BY` over that day's runs, the
@@ -609,7 +623,7 @@ class Site:
             assert isinstance(store, Store)
             return self._days(store, by, since_ns)
 
-        return self._guarded(request, build, api=True)
+        return self._guarded(request, build, api=True, reads_source=self._cost_reads_runs)
 
     def cost_page(self, request: Request) -> Response:
         def build(store: Source, notices: list[str]) -> Any:
@@ -691,7 +705,7 @@ class Site:
                 "per_success": list(zip(slots, per_success, share, strict=True)),
             }
 
-        return self._guarded(request, build, api=False, template="cost.html")
+        return self._guarded(request, build, api=False, template="cost.html", reads_source=self._cost_reads_runs)
 
     # --- compare -----------------------------------------------------------------------------
 
