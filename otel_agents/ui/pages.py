@@ -279,11 +279,11 @@ class Site:
             raise Answer(400, f"page {raw_page!r}: expected a page number from 1")
         return where, given, sort, int(raw_page)
 
-    def _runs(self, store: Source, request: Request, extra: Iterable[str] = ()) -> dict[str, Any]:
-        if isinstance(store, JaegerSource):
-            return self._jaeger_runs(store, request, extra)
+    def _runs(self, source: Source, request: Request, extra: Iterable[str] = ()) -> dict[str, Any]:
+        if isinstance(source, JaegerSource):
+            return self._jaeger_runs(source, request, extra)
         where, given, sort, page = self._filters(request, extra)
-        found = list_runs(store, where, sort=sort, limit=PER_PAGE, offset=(page - 1) * PER_PAGE)
+        found = list_runs(source, where, sort=sort, limit=PER_PAGE, offset=(page - 1) * PER_PAGE)
         pages = max(math.ceil(found.total / PER_PAGE), 1)
         if page > pages and found.total:
             raise Answer(400, f"page {page}: there are {pages} pages of runs for these filters")
@@ -344,33 +344,33 @@ class Site:
         }
 
     def runs_api(self, request: Request) -> Response:
-        return self._guarded(request, lambda store, _: self._runs(store, request), api=True)
+        return self._guarded(request, lambda source, _: self._runs(source, request), api=True)
 
     def runs_page(self, request: Request) -> Response:
         partial = request.query_params.get("partial") == "rows"
 
-        def build(store: Source, notices: list[str]) -> Any:
-            listed = self._runs(store, request, extra=("partial",))
-            if isinstance(store, JaegerSource):
-                source = listed["source"]
+        def build(source: Source, notices: list[str]) -> Any:
+            listed = self._runs(source, request, extra=("partial",))
+            if isinstance(source, JaegerSource):
+                window = listed["source"]
                 notices.extend(
                     _window_notices(
-                        source["cut"],
-                        source["searched_traces_per_service"],
-                        source["skipped_services"],
-                        source["unread_traces"],
+                        window["cut"],
+                        window["searched_traces_per_service"],
+                        window["skipped_services"],
+                        window["unread_traces"],
                     )
                 )
                 empty = (
-                    f"No runs in {store} from {source['since']} to {source['until']}"
-                    f" (services: {', '.join(source['services']) or 'none yet'})."
+                    f"No runs in {source} from {window['since']} to {window['until']}"
+                    f" (services: {', '.join(window['services']) or 'none yet'})."
                     if listed["total"] == 0 and not listed["filters"].keys() - {"since", "until"}
                     else None
                 )
             else:
                 empty = (
                     EMPTY_STORE
-                    if listed["total"] == 0 and not listed["filters"] and not list_runs(store, limit=1).total
+                    if listed["total"] == 0 and not listed["filters"] and not list_runs(source, limit=1).total
                     else None
                 )
             query = {**listed["filters"], "sort": listed["sort"]}
@@ -393,19 +393,19 @@ class Site:
 
     # --- one run -----------------------------------------------------------------------------
 
-    def _explained(self, store: Source, ident: str) -> tuple[Explanation, StoredRun | None, list[StoredSpan]]:
-        if isinstance(store, JaegerSource):
-            return _explained_from_jaeger(store, ident)
+    def _explained(self, source: Source, ident: str) -> tuple[Explanation, StoredRun | None, list[StoredSpan]]:
+        if isinstance(source, JaegerSource):
+            return _explained_from_jaeger(source, ident)
         try:
-            explanation, held = explain_stored_with_spans(store, ident)
+            explanation, held = explain_stored_with_spans(source, ident)
         except ExplainError as error:
-            raise Answer(404, str(error), matches=self._matches(store, ident, str(error))) from None
+            raise Answer(404, str(error), matches=self._matches(source, ident, str(error))) from None
         except RunNotFound as error:
-            raise Answer(404, str(error), matches=self._matches(store, ident, str(error))) from None
+            raise Answer(404, str(error), matches=self._matches(source, ident, str(error))) from None
         except ValueError as error:
             raise Answer(404, str(error)) from None
         run_id = explanation.run.run_id
-        stored = store.find_run(run_id) if run_id is not None else None
+        stored = source.find_run(run_id) if run_id is not None else None
         spans = held
         if run_id is not None:
             spans = _with_orphans(run_subtree(run_id, spans), spans)
@@ -421,8 +421,8 @@ class Site:
             for r in store.runs_with_prefix(cleaned, 10)
         ]
 
-    def _run_json(self, store: Store, ident: str) -> dict[str, Any]:
-        explanation, _, spans = self._explained(store, ident)
+    def _run_json(self, source: Source, ident: str) -> dict[str, Any]:
+        explanation, _, spans = self._explained(source, ident)
         payload = explanation.to_dict()
         # as `show --json` gives them, in its order, with their events (and any part cut off from
         # the run by a lost span)
@@ -432,7 +432,7 @@ class Site:
 
     def run_api(self, request: Request) -> Response:
         ident = request.path_params["run"]
-        return self._guarded(request, lambda store, _: self._run_json(store, ident), api=True)
+        return self._guarded(request, lambda source, _: self._run_json(source, ident), api=True)
 
     def run_page(self, request: Request) -> Response:
         ident = request.path_params["run"]
@@ -440,14 +440,14 @@ class Site:
         chosen = request.query_params.get("span") or None
         raw_skip = request.query_params.get("skip", "0").strip() or "0"
 
-        def build(store: Store, notices: list[str]) -> Any:
+        def build(source: Source, notices: list[str]) -> Any:
             if not raw_skip.isdigit():
                 raise Answer(400, f"skip {raw_skip!r}: expected how many spans to skip, from 0")
-            explanation, run, spans = self._explained(store, ident)
+            explanation, run, spans = self._explained(source, ident)
             costs = shown_costs(run, spans)[1] if run is not None else {}
             drawn = waterfall(spans, costs, opened, skip=int(raw_skip))
             data = explanation.to_dict()
-            others = _other_runs(store, run, notices)
+            others = _other_runs(source, run, notices)
             detail = next((s for s in spans if s.span_id == chosen), None) if chosen else None
             state = _run_state(explanation, run, drawn.orphans)
             return {
@@ -496,8 +496,8 @@ class Site:
     def span_part(self, request: Request) -> Response:
         ident, span_id = request.path_params["run"], request.path_params["span"]
 
-        def build(store: Store, notices: list[str]) -> Any:
-            _, run, spans = self._explained(store, ident)
+        def build(source: Source, notices: list[str]) -> Any:
+            _, run, spans = self._explained(source, ident)
             costs = shown_costs(run, spans)[1] if run is not None else {}
             span = next((s for s in spans if s.span_id == span_id), None)
             if span is None:
@@ -509,8 +509,8 @@ class Site:
     def otlp_download(self, request: Request) -> Response:
         ident = request.path_params["run"]
 
-        def build(store: Store, notices: list[str]) -> Any:
-            explanation, _, spans = self._explained(store, ident)
+        def build(source: Source, notices: list[str]) -> Any:
+            explanation, _, spans = self._explained(source, ident)
             text = _otlp_json(spans)
             name = f"otel-agents-{(explanation.run.run_id or explanation.run.trace_id)[:16]}.otlp.json"
             return Response(
@@ -578,13 +578,13 @@ class Site:
         return None
 
     def cost_api(self, request: Request) -> Response:
-        def build(store: Source, _: list[str]) -> Any:
+        def build(source: Source, _: list[str]) -> Any:
             prometheus = self._cost_source(request)
             by, since, since_ns = self._cost_params(request)
             if prometheus is not None:
                 return _by_prometheus(prometheus.cost_json, by, since)
-            assert isinstance(store, Store)
-            return cost_report_module.cost_report(store, by, since_ns=since_ns)
+            assert isinstance(source, Store)
+            return cost_report_module.cost_report(source, by, since_ns=since_ns)
 
         return self._guarded(request, build, api=True, reads_source=self._cost_reads_runs)
 
@@ -615,22 +615,22 @@ class Site:
         return {"days": days, "by": by}
 
     def cost_days_api(self, request: Request) -> Response:
-        def build(store: Source, _: list[str]) -> Any:
+        def build(source: Source, _: list[str]) -> Any:
             prometheus = self._cost_source(request)
             by, since, since_ns = self._cost_params(request)
             if prometheus is not None:  # the store's top-level keys: days, by (and where they came from)
                 return _by_prometheus(prometheus.days_json, by, since)
-            assert isinstance(store, Store)
-            return self._days(store, by, since_ns)
+            assert isinstance(source, Store)
+            return self._days(source, by, since_ns)
 
         return self._guarded(request, build, api=True, reads_source=self._cost_reads_runs)
 
     def cost_page(self, request: Request) -> Response:
-        def build(store: Source, notices: list[str]) -> Any:
+        def build(source: Source, notices: list[str]) -> Any:
             if self.prometheus is not None:
                 by, since, _ = self._cost_params(request)
                 failed: list[str] = []
-                from_jaeger = self._costliest(store, notices, failed) if isinstance(store, JaegerSource) else None
+                from_jaeger = self._costliest(source, notices, failed) if isinstance(source, JaegerSource) else None
                 context = _by_prometheus(self.prometheus.cost_context, by, since, costliest=from_jaeger)
                 if failed:  # Jaeger could not be read: the exemplars' costliest runs, as without --jaeger
                     from otel_agents.ui.prometheus import _costliest_exemplars
@@ -642,7 +642,7 @@ class Site:
                     }
                 return self._html("cost_prometheus.html", context, notices)
             by, since, since_ns = self._cost_params(request)
-            if isinstance(store, JaegerSource):
+            if isinstance(source, JaegerSource):
                 return {
                     "title": "Cost · otel-agents",
                     "empty": NO_PROMETHEUS,
@@ -652,8 +652,8 @@ class Site:
                     "ranges": COST_RANGES,
                     "rows": [],
                 }
-            rows = cost_report_module.cost_report(store, by, since_ns=since_ns)
-            if not rows and not list_runs(store, limit=1).total:
+            rows = cost_report_module.cost_report(source, by, since_ns=since_ns)
+            if not rows and not list_runs(source, limit=1).total:
                 return {
                     "title": "Cost · otel-agents",
                     "empty": EMPTY_STORE,
@@ -663,7 +663,7 @@ class Site:
                     "ranges": COST_RANGES,
                     "rows": [],
                 }
-            days = self._days(store, by, since_ns)["days"]
+            days = self._days(source, by, since_ns)["days"]
             slots = [d["day"] for d in days]
             spend = {
                 row["key"]: {
@@ -671,7 +671,7 @@ class Site:
                 }
                 for row in rows
             }
-            costliest = list_runs(store, RunFilter(since_ns=since_ns), sort="cost", limit=COSTLIEST).rows
+            costliest = list_runs(source, RunFilter(since_ns=since_ns), sort="cost", limit=COSTLIEST).rows
             per_success = [d["total"].get("cost_per_outcome_usd") if d["total"] else None for d in days]
             share = [
                 (d["total"]["outcomes"].get("success", 0) / d["total"]["runs"] * 100)
@@ -709,7 +709,7 @@ class Site:
 
     # --- compare -----------------------------------------------------------------------------
 
-    def _compare(self, store: Store, request: Request) -> dict[str, Any]:
+    def _compare(self, source: Source, request: Request) -> dict[str, Any]:
         params = request.query_params
         unknown = sorted(set(params) - {"a", "b"})
         if unknown:
@@ -717,20 +717,20 @@ class Site:
         a, b = params.get("a", "").strip(), params.get("b", "").strip()
         if not a or not b:
             raise Answer(400, "compare needs two runs: /compare?a=RUN&b=RUN (run ids, unique prefixes or trace ids)")
-        left, right = self._explained(store, a)[0], self._explained(store, b)[0]
+        left, right = self._explained(source, a)[0], self._explained(source, b)[0]
         return {"a": left, "b": right}
 
     def compare_api(self, request: Request) -> Response:
-        def build(store: Store, _: list[str]) -> Any:
-            compared = self._compare(store, request)
+        def build(source: Source, _: list[str]) -> Any:
+            compared = self._compare(source, request)
             left, right = compared["a"].to_dict(), compared["b"].to_dict()
             return {"a": left, "b": right, "difference": _difference(left, right)}
 
         return self._guarded(request, build, api=True)
 
     def compare_page(self, request: Request) -> Response:
-        def build(store: Store, notices: list[str]) -> Any:
-            compared = self._compare(store, request)
+        def build(source: Source, notices: list[str]) -> Any:
+            compared = self._compare(source, request)
             left, right = compared["a"].to_dict(), compared["b"].to_dict()
             return {
                 "title": "Compare · otel-agents",
