@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any, Final
 
 from otel_agents._internal import keys as sc
@@ -60,16 +61,18 @@ CONVERSATION_RUNS: Final = 50
 """The most traces a conversation's runs are read from, for a run page's list of them."""
 MAX_ANSWER_BYTES: Final = 32 * 1024 * 1024
 """The most one answer of Jaeger's is read (memory stays bounded: WORKERS answers at a time)."""
-_KINDS: Final = {0: "INTERNAL", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
-_KIND_NAMES: Final = {
-    "SPAN_KIND_UNSPECIFIED": "INTERNAL",
-    "SPAN_KIND_INTERNAL": "INTERNAL",
-    "SPAN_KIND_SERVER": "SERVER",
-    "SPAN_KIND_CLIENT": "CLIENT",
-    "SPAN_KIND_PRODUCER": "PRODUCER",
-    "SPAN_KIND_CONSUMER": "CONSUMER",
-}
-_STATUS: Final = {1: "OK", 2: "ERROR", "STATUS_CODE_OK": "OK", "STATUS_CODE_ERROR": "ERROR"}
+_KINDS: Final = MappingProxyType({0: "INTERNAL", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"})
+_KIND_NAMES: Final = MappingProxyType(
+    {
+        "SPAN_KIND_UNSPECIFIED": "INTERNAL",
+        "SPAN_KIND_INTERNAL": "INTERNAL",
+        "SPAN_KIND_SERVER": "SERVER",
+        "SPAN_KIND_CLIENT": "CLIENT",
+        "SPAN_KIND_PRODUCER": "PRODUCER",
+        "SPAN_KIND_CONSUMER": "CONSUMER",
+    }
+)
+_STATUS: Final = MappingProxyType({1: "OK", 2: "ERROR", "STATUS_CODE_OK": "OK", "STATUS_CODE_ERROR": "ERROR"})
 _HEX: Final = frozenset("0123456789abcdef")
 JAEGER_OWN: Final = "@jaeger@"
 """The prefix of the attributes Jaeger adds to what it was sent (`@jaeger@warnings`): not the app's."""

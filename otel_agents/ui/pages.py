@@ -633,11 +633,11 @@ class Site:
                 from_jaeger = self._costliest(source, notices, failed) if isinstance(source, JaegerSource) else None
                 context = _by_prometheus(self.prometheus.cost_context, by, since, costliest=from_jaeger)
                 if failed:  # Jaeger could not be read: the exemplars' costliest runs, as without --jaeger
-                    from otel_agents.ui.prometheus import _costliest_exemplars
+                    from otel_agents.ui.prometheus import costliest_exemplars
 
                     context = {
                         **context,
-                        "costliest": _costliest_exemplars(context["exemplars"]),
+                        "costliest": costliest_exemplars(context["exemplars"]),
                         "costliest_from": "exemplars",
                     }
                 return self._html("cost_prometheus.html", context, notices)

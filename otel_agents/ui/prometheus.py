@@ -525,7 +525,7 @@ class PrometheusCost:
         if costliest is not None:
             runs_from, rows = "jaeger", costliest(int(since_s * 1_000_000_000))[:COSTLIEST]
         else:
-            runs_from, rows = "exemplars", _costliest_exemplars(exemplars)
+            runs_from, rows = "exemplars", costliest_exemplars(exemplars)
         answers = got["answers"]
         series = {
             name: answers[key]["result"]
@@ -640,7 +640,7 @@ def _costliest_first(row: Mapping[str, Any]) -> tuple[float, str]:
     return -float(row["cost_usd"] or 0.0), str(row["key"])
 
 
-def _costliest_exemplars(exemplars: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def costliest_exemplars(exemplars: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The costliest runs the exemplars name, one row a trace (its highest cost point)."""
     best: dict[str, dict[str, Any]] = {}
     for point in exemplars:
