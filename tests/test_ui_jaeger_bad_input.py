@@ -12,15 +12,12 @@ wait on the page's answers, never on a time."""
 
 from __future__ import annotations
 
-import http.client
-import json
 import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -32,7 +29,7 @@ from tests.support.bad_backends import refusing_endpoint
 from tests.support.cli import cli
 from tests.support.jaeger_answers import NO_TRACES, jaeger_like, run_trace, send_json
 from tests.support.prometheus_answers import EMPTY, answering, as_json
-from tests.support.ui_server import UiServer, ui_server
+from tests.support.ui_server import UiServer, get, get_json, ui_server
 
 TRACE = "6ca6613412e15fb948a5b2b38229596d"
 RUN = "ab" * 16
@@ -43,22 +40,6 @@ SHORT = {"OTEL_AGENTS_UI_TIMEOUT_S": "0.5"}
 def jaeger_ui(url: str, *args: str, env: dict[str, str] | None = None) -> Iterator[UiServer]:
     with ui_server(None, "--jaeger", url, *args, env=env) as server:
         yield server
-
-
-def get(server: UiServer, path: str) -> tuple[int, bytes]:
-    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-    try:
-        connection.request("GET", path, headers={"Host": f"127.0.0.1:{server.port}"})
-        answer = connection.getresponse()
-        return answer.status, answer.read()
-    finally:
-        connection.close()
-
-
-def get_json(server: UiServer, path: str, status: int = 200) -> Any:
-    code, body = get(server, path)
-    assert code == status, (path, code, body[:1000])
-    return json.loads(body)
 
 
 # --- a whole page within the bound ------------------------------------------------------------------

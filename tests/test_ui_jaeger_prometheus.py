@@ -8,13 +8,10 @@ is a 503 naming its URL while the runs are still served."""
 from __future__ import annotations
 
 import asyncio
-import http.client
-import json
 import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlencode
 
 import pytest
@@ -27,7 +24,7 @@ from otel_agents._internal.export.store.reader import StoredRun
 from tests.support.bad_backends import refusing_endpoint
 from tests.support.jaeger import poll
 from tests.support.openai_server import OpenAIServer
-from tests.support.ui_server import UiServer
+from tests.support.ui_server import UiServer, get, get_json
 from tests.test_from_a_cost_spike_to_its_run import (
     RUN_COST,
     Chain,
@@ -76,22 +73,6 @@ def jaeger_url(chain: Chain) -> str:
 def ui(chain: Chain, runs: list[StoredRun]) -> Iterator[UiServer]:
     with jaeger_ui(jaeger_url(chain), "--prometheus", chain.prometheus.url) as server:
         yield server
-
-
-def get(server: UiServer, path: str) -> tuple[int, bytes]:
-    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-    try:
-        connection.request("GET", path, headers={"Host": f"127.0.0.1:{server.port}"})
-        answer = connection.getresponse()
-        return answer.status, answer.read()
-    finally:
-        connection.close()
-
-
-def get_json(server: UiServer, path: str, status: int = 200) -> Any:
-    code, body = get(server, path)
-    assert code == status, (path, code, body[:1000])
-    return json.loads(body)
 
 
 def test_the_runs_come_from_jaeger_and_the_cost_from_prometheus(

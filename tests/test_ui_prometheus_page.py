@@ -8,7 +8,6 @@ Jaeger, whose window then gives the costliest runs."""
 from __future__ import annotations
 
 import asyncio
-import http.client
 import json
 import time
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ from otel_agents._internal.export.store.reader import StoredRun
 from tests.support.browser import chromium
 from tests.support.jaeger import poll
 from tests.support.openai_server import OpenAIServer
-from tests.support.ui_server import UiServer, ui_server
+from tests.support.ui_server import UiServer, get, ui_server
 from tests.test_from_a_cost_spike_to_its_run import RUN_COST, Chain, chain, exemplar_traces, run_through_the_chain
 from tests.test_ui_jaeger import jaeger_ui
 from tests.test_ui_prometheus import RANGE, answer_at, dashboard_query, number
@@ -71,16 +70,6 @@ def at_scale(chain: Chain, runs: list[StoredRun]) -> Iterator[UiServer]:
     """`otel-agents ui --jaeger URL --prometheus URL`: runs from Jaeger, cost from Prometheus."""
     with jaeger_ui(f"http://127.0.0.1:{chain.jaeger.ports.query_http}", "--prometheus", chain.prometheus.url) as server:
         yield server
-
-
-def get(server: UiServer, path: str) -> tuple[int, bytes]:
-    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-    try:
-        connection.request("GET", path, headers={"Host": f"127.0.0.1:{server.port}"})
-        answer = connection.getresponse()
-        return answer.status, answer.read()
-    finally:
-        connection.close()
 
 
 def test_the_cost_json_is_prometheuss_answer_to_the_dashboards_queries(

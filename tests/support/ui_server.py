@@ -12,6 +12,8 @@ up to a deadline; its stderr is in every failure's message.
 from __future__ import annotations
 
 import contextlib
+import http.client
+import json
 import os
 import queue
 import re
@@ -23,7 +25,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from tests.support.cli import ROOT
 
@@ -164,3 +166,21 @@ def ui_server(
         finally:
             reader.join(timeout=5)
             stderr_file.close()
+
+
+def get(server: UiServer, path: str) -> tuple[int, bytes]:
+    """GET `path` of the page, as a browser on this machine asks it: its status and body."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    try:
+        connection.request("GET", path, headers={"Host": f"127.0.0.1:{server.port}"})
+        answer = connection.getresponse()
+        return answer.status, answer.read()
+    finally:
+        connection.close()
+
+
+def get_json(server: UiServer, path: str, status: int = 200) -> Any:
+    """The JSON at `path`, whose status must be `status`."""
+    code, body = get(server, path)
+    assert code == status, (path, code, body[:1000])
+    return json.loads(body)
