@@ -14,7 +14,8 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from otel_agents.ui.bounded_get import Unanswered, get, server_url
+from otel_agents._internal.explain.readers import server_url
+from otel_agents.ui.bounded_get import Unanswered, get
 from tests.support.local_http import serving
 
 

@@ -121,7 +121,7 @@ def run(args: argparse.Namespace, store_dir: Callable[[str | None], Path]) -> in
         raise ValueError("--service names Jaeger's services: give --jaeger URL with it")
     if any(not s.strip() for s in services):
         raise ValueError("--service '': expected a service name")
-    from otel_agents.ui.bounded_get import server_url
+    from otel_agents._internal.explain.readers import server_url
 
     if jaeger_url is not None:
         jaeger_url = server_url(jaeger_url, "--jaeger", "Jaeger's UI or query API")

@@ -5,16 +5,13 @@ holds its body is given up on at the deadline, not only one that never answers),
 The request runs in a thread of its own, so the page's thread returns at the deadline whatever the
 server does; that thread reads in chunks, stops at the deadline or the size bound, and ends within
 one socket wait after the deadline. Error answers (4xx, 5xx) are answers: their status and (bounded)
-body are returned for the caller to say what the server said.
-
-Also: the one check of a server URL the page's options take (`server_url`)."""
+body are returned for the caller to say what the server said."""
 
 from __future__ import annotations
 
 import threading
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from typing import Any, Final
@@ -37,22 +34,6 @@ class Unanswered(Exception):
 class Answered:
     status: int
     body: bytes
-
-
-def server_url(url: str, option: str, what: str) -> str:
-    """`url` without a trailing slash when it is the base URL of a server (http or https, a host, no
-    query, fragment or credentials: the URL is shown on every page); ValueError naming `option`."""
-    cleaned = url.strip()
-    parsed = urllib.parse.urlsplit(cleaned)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.query or parsed.fragment:
-        raise ValueError(f"{option} {url!r}: expected the base URL of {what}, http://HOST:PORT")
-    if parsed.username is not None or parsed.password is not None:
-        raise ValueError(f"{option}: a URL with credentials in it is refused (the page shows its servers' URLs)")
-    try:
-        parsed.port  # noqa: B018 - a port that is not a number raises here
-    except ValueError:
-        raise ValueError(f"{option} {url!r}: the port is not a number from 0 to 65535") from None
-    return cleaned.rstrip("/")
 
 
 def get(url: str, *, timeout_s: float, max_bytes: int, deadline: float | None = None) -> Answered:

@@ -35,10 +35,11 @@ from typing import Any, Final
 from otel_agents._internal import keys as sc
 from otel_agents._internal.explain.errors import NotOtlpJson
 from otel_agents._internal.explain.otlp_json import attributes_of, field_of, hex_id, nanos, resource_spans_of
+from otel_agents._internal.explain.readers import server_url
 from otel_agents._internal.export.store.rows import StoredOutcome, StoredRun, StoredSpan, stored_span
 from otel_agents._internal.export.store.schema import stored_text
 from otel_agents._internal.report.runs import Listed, RunFilter, run_json
-from otel_agents.ui.bounded_get import Unanswered, get, server_url
+from otel_agents.ui.bounded_get import Unanswered, get
 
 TIMEOUT_S: Final = 5.0
 """The longest one page's reads of Jaeger may take, together."""

@@ -30,13 +30,13 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from types import MappingProxyType
 from typing import Any, Final
 
+from otel_agents._internal.explain.readers import server_url
 from otel_agents._internal.report import promql
 from otel_agents._internal.report.cost import DIMENSIONS as COST_DIMENSIONS
 from otel_agents._internal.report.cost import NONE, parse_since
-from otel_agents.ui.bounded_get import Unanswered, get, server_url
+from otel_agents.ui.bounded_get import Unanswered, get
 
 PROMETHEUS_TIMEOUT_S: Final = 5.0
 """The longest a page's queries may take, all of them: one deadline a page."""
@@ -49,10 +49,6 @@ EXEMPLAR_BYTES: Final = 16 * 2**20
 DIMENSIONS: Final = ("team", "model", "agent", "day")
 """The dimensions of `cost --by` that Prometheus can group by: the metrics' labels (team, model,
 agent) and time. Users and conversations are no label: metrics keep low-cardinality labels only."""
-LABELS: Final = MappingProxyType(
-    {"team": "gen_ai_workflow_name", "agent": "gen_ai_agent_name", "model": "gen_ai_request_model"}
-)
-"""The label each dimension groups by (the dashboard's cost panels')."""
 DEFAULT_SINCE: Final = "24h"
 """The range shown when none is asked: Prometheus has no "all time" to sum over."""
 RANGES: Final = ("1h", "24h", "7d", "30d", "90d")
@@ -447,11 +443,11 @@ class PrometheusCost:
                 {"key": day, "cost_usd": values.get(NONE)} for day, values in sorted(per_day.items())
             ]
         else:
-            costs = _grouped(answers.get("rows"), LABELS[by])
+            costs = _grouped(answers.get("rows"), promql.LABELS[by])
             rows = [{"key": key, "cost_usd": cost} for key, cost in costs.items()]
             if by == "team":
-                per_success = _grouped(answers.get("per_success"), LABELS["team"])
-                share = _grouped(answers.get("success_share"), LABELS["team"])
+                per_success = _grouped(answers.get("per_success"), promql.LABELS["team"])
+                share = _grouped(answers.get("success_share"), promql.LABELS["team"])
                 for row in rows:
                     row["cost_per_outcome_usd"] = per_success.get(row["key"])
                     row["success_share"] = share.get(row["key"])
@@ -480,7 +476,7 @@ class PrometheusCost:
         begin = at - range_s
         asks, days_of = self._per_day("total_", promql.COST_IN_RANGE.expr, begin, at)
         queries = {"stops_": promql.RUNS_BY_STOP_KIND}
-        if by in LABELS:
+        if by in promql.LABELS:
             queries["rows_"] = promql.COST_BY[by]
         for prefix, query in queries.items():
             more, more_days = self._per_day(prefix, query.expr, begin, at)
@@ -489,10 +485,10 @@ class PrometheusCost:
         answers, _ = self._all(asks)
         totals = _days(answers, "total_", days_of, None)
         stops = _days(answers, "stops_", days_of, _STOP_LABEL)
-        by_key = _days(answers, "rows_", days_of, LABELS[by]) if by in LABELS else {}
+        by_key = _days(answers, "rows_", days_of, promql.LABELS[by]) if by in promql.LABELS else {}
         days = []
         for day in sorted(set(days_of.values()) | set(totals) | set(stops) | set(by_key) | _whole_days(begin, at)):
-            if by in LABELS:
+            if by in promql.LABELS:
                 rows = [{"key": key, "cost_usd": cost} for key, cost in by_key.get(day, {}).items()]
                 rows.sort(key=_costliest_first)
             else:
@@ -565,7 +561,7 @@ class PrometheusCost:
                         "cost_usd": value,
                         "at": at,
                         "at_iso": _iso(at),
-                        "team": labels.get(LABELS["team"]),
+                        "team": labels.get(promql.LABELS["team"]),
                         "service": labels.get("job"),
                     }
                 )

@@ -13,8 +13,8 @@ from typing import Any, Final
 from markupsafe import Markup, escape
 
 from otel_agents._internal.report.cost import NONE
+from otel_agents._internal.report.promql import LABELS
 from otel_agents.ui import charts
-from otel_agents.ui.prometheus import LABELS
 
 _WIDTH: Final = 720
 _DAY_S: Final = 86_400

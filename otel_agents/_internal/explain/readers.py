@@ -77,10 +77,24 @@ def _trace_id(text: str) -> str:
     return cleaned.rjust(32, "0")
 
 
+def server_url(url: str, option: str, what: str) -> str:
+    """`url` without a trailing slash when it is the base URL of a server (http or https, a host, no
+    query, fragment or credentials: the web page shows it on every page); ValueError naming `option`."""
+    cleaned = url.strip()
+    parsed = urllib.parse.urlsplit(cleaned)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.query or parsed.fragment:
+        raise ValueError(f"{option} {url!r}: expected the base URL of {what}, http://HOST:PORT")
+    if parsed.username is not None or parsed.password is not None:
+        raise ValueError(f"{option}: a URL with credentials in it is refused (the page shows its servers' URLs)")
+    try:
+        parsed.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError:
+        raise ValueError(f"{option} {url!r}: the port is not a number from 0 to 65535") from None
+    return cleaned.rstrip("/")
+
+
 def jaeger_url(base: str, trace_id: str) -> str:
     """Where Jaeger's query API (its UI's base URL, or the query service's) answers for a trace."""
-    from otel_agents.ui.bounded_get import server_url  # the one check of a server URL (standard library only)
-
     try:
         checked = server_url(base, "--jaeger", "Jaeger's UI or query API")
     except ValueError as error:

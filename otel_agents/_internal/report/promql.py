@@ -26,6 +26,10 @@ ALL: Final = ".*"
 VARIABLES: Final = ("job", "team", "label", "__range", "__rate_interval")
 """The named parameters of the queries: the dashboard's variables and Grafana's two windows."""
 _VARIABLE: Final = re.compile(r"\$(\w+)")
+LABELS: Final[Mapping[str, str]] = MappingProxyType(
+    {"team": "gen_ai_workflow_name", "agent": "gen_ai_agent_name", "model": "gen_ai_request_model"}
+)
+"""The label each dimension groups by (the dashboard's cost panels')."""
 _DATASOURCE: Final = MappingProxyType({"type": "prometheus", "uid": "prometheus"})
 _RUNS: Final = 'job=~"$job", gen_ai_workflow_name=~"$team"'
 """The matchers of every run metric (and the cost counter): the service and the team chosen."""
