@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
-import os
 import shlex
 import sys
 from collections.abc import Callable, Mapping
@@ -127,7 +126,9 @@ def run(args: argparse.Namespace, store_dir: Callable[[str | None], Path]) -> in
         jaeger_url = server_url(jaeger_url, "--jaeger", "Jaeger's UI or query API")
     if prometheus_url is not None:
         prometheus_url = server_url(prometheus_url, "--prometheus", "Prometheus's HTTP API")
-    waited_s = timeout_s(os.environ)
+    from otel_agents._internal.config.params import environment
+
+    waited_s = timeout_s(environment((TIMEOUT_VARIABLE,)))  # the one reader of the process's variables
     if jaeger_url is not None and getattr(args, "store", None) is not None:
         raise ValueError("--store and --jaeger: the page reads one source; with --jaeger the store is not read")
     absent = missing_extra()
