@@ -98,6 +98,16 @@ def _quantile(metric: str, q: str, legend: str, ref: str, selector: str = _RUNS,
     )
 
 
+def _median_and_p95(title: str, unit: str, histogram: str, selector: str = _RUNS) -> Panel:
+    """A time series panel of a histogram's median (query A) and 95th percentile (query B)."""
+    return Panel(
+        f"{title} (median, p95)",
+        "timeseries",
+        unit,
+        (_quantile(histogram, "0.5", "median", "A", selector), _quantile(histogram, "0.95", "p95", "B", selector)),
+    )
+
+
 def _cost_by(label: str) -> Query:
     return Query(
         f"sum by ({label}) (increase(otel_agents_cost_USD_total{{{_RUNS}}}[$__rate_interval]))", f"{{{{{label}}}}}"
@@ -111,13 +121,7 @@ RUN_COST_HISTOGRAM: Final = "otel_agents_run_cost_USD_bucket"
 RUN_COST_MEDIAN: Final = _quantile(RUN_COST_HISTOGRAM, "0.5", "median", "A", exemplar=True)
 RUN_COST_P95: Final = _quantile(RUN_COST_HISTOGRAM, "0.95", "p95", "B")
 RUN_COST_MAX: Final = _quantile(RUN_COST_HISTOGRAM, "1", "max (bucket bound)", "C")
-COST_BY: Final = MappingProxyType(
-    {
-        "team": _cost_by("gen_ai_workflow_name"),
-        "agent": _cost_by("gen_ai_agent_name"),
-        "model": _cost_by("gen_ai_request_model"),
-    }
-)
+COST_BY: Final = MappingProxyType({dimension: _cost_by(label) for dimension, label in LABELS.items()})
 """The cost panels' queries by the dimension they group by (each sums the cost counter by one label)."""
 TOKENS_BY_AGENT: Final = Query(
     "sum by (gen_ai_agent_name, gen_ai_token_type)"
@@ -161,33 +165,9 @@ PANELS: Final = (
     Panel("Cost by model", "timeseries", "currencyUSD", (COST_BY["model"],)),
     Panel("Tokens by agent", "timeseries", "short", (TOKENS_BY_AGENT,)),
     Panel("Runs by stop kind", "timeseries", "short", (RUNS_BY_STOP_KIND,)),
-    Panel(
-        "Run duration (median, p95)",
-        "timeseries",
-        "s",
-        (
-            _quantile("gen_ai_workflow_duration_seconds_bucket", "0.5", "median", "A"),
-            _quantile("gen_ai_workflow_duration_seconds_bucket", "0.95", "p95", "B"),
-        ),
-    ),
-    Panel(
-        "Messages per run (median, p95)",
-        "timeseries",
-        "short",
-        (
-            _quantile("otel_agents_run_messages_bucket", "0.5", "median", "A"),
-            _quantile("otel_agents_run_messages_bucket", "0.95", "p95", "B"),
-        ),
-    ),
-    Panel(
-        "Model call duration (median, p95)",
-        "timeseries",
-        "s",
-        tuple(
-            _quantile("gen_ai_client_operation_duration_seconds_bucket", q, legend, ref, _CALLS)
-            for q, legend, ref in (("0.5", "median", "A"), ("0.95", "p95", "B"))
-        ),
-    ),
+    _median_and_p95("Run duration", "s", "gen_ai_workflow_duration_seconds_bucket"),
+    _median_and_p95("Messages per run", "short", "otel_agents_run_messages_bucket"),
+    _median_and_p95("Model call duration", "s", "gen_ai_client_operation_duration_seconds_bucket", _CALLS),
     Panel("Loop detections", "timeseries", "short", (LOOP_DETECTIONS,)),
     Panel("Cost by label", "timeseries", "currencyUSD", (COST_BY_LABEL,), description=_BY_LABEL),
     Panel(
