@@ -125,6 +125,22 @@ def test_a_span_is_the_row_the_store_would_hold(ids: tuple[str, str, str], kind:
     assert run.cost_usd is None and run.input_tokens is None, "absent on the span: absent in the row"
 
 
+def test_spans_under_the_older_instrumentation_library_key_are_read_with_their_scope() -> None:
+    """Before OTLP 0.15 a scope's spans were `instrumentationLibrarySpans`, the scope `instrumentationLibrary`."""
+    document = answer(TRACE, RUN_SPAN, CHILD, kind=3, code=2)
+    (resource_spans,) = document["result"]["resourceSpans"]
+    (scope_spans,) = resource_spans.pop("scopeSpans")
+    scope_spans["instrumentationLibrary"] = scope_spans.pop("scope")
+    resource_spans["instrumentationLibrarySpans"] = [scope_spans]
+    spans = stored_spans(document)
+    assert [(s.span_id, s.parent_span_id) for s in spans] == [(RUN_SPAN, None), (CHILD, RUN_SPAN)]
+    run_span, chat = spans
+    assert chat.data["resource"] == {"service.name": "svc"}
+    assert chat.data["scope"] == {"name": "otel_agents", "version": "0.1.0"}
+    run = run_of(run_span)
+    assert run is not None and (run.run_id, run.team) == ("ab" * 16, "review")
+
+
 @pytest.mark.parametrize(
     "document",
     [{"result": {"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": CHILD}]}]}]}}, ["not", "an", "object"], {}],

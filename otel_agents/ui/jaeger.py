@@ -34,7 +34,14 @@ from typing import Any, Final
 
 from otel_agents._internal import keys as sc
 from otel_agents._internal.explain.errors import NotOtlpJson
-from otel_agents._internal.explain.otlp_json import attributes_of, field_of, hex_id, nanos, resource_spans_of
+from otel_agents._internal.explain.otlp_json import (
+    attributes_of,
+    field_of,
+    hex_id,
+    nanos,
+    read_as_otlp_json,
+    scoped_spans,
+)
 from otel_agents._internal.explain.readers import server_url
 from otel_agents._internal.export.store.rows import StoredOutcome, StoredRun, StoredSpan, stored_span
 from otel_agents._internal.export.store.schema import stored_text
@@ -182,24 +189,13 @@ def stored_spans(document: Any) -> list[StoredSpan]:
     """The spans of Jaeger's `/api/v3` answer (OTLP JSON) as the store's rows, ordered by start as
     the store reads them. NotOtlpJson when it is not OTLP JSON."""
     out: list[StoredSpan] = []
-    try:
-        for resource_spans in resource_spans_of(document):
-            if not isinstance(resource_spans, Mapping):
-                raise NotOtlpJson("a resourceSpans entry is not an object")
-            resource = _plain_attributes((resource_spans.get("resource") or {}).get("attributes"))
-            for scope_spans in field_of(resource_spans, "scopeSpans", "scope_spans") or ():
-                if not isinstance(scope_spans, Mapping):
-                    raise NotOtlpJson("a scopeSpans entry is not an object")
-                given_scope = scope_spans.get("scope")
-                scope: Mapping[str, Any] = given_scope if isinstance(given_scope, Mapping) else {}
-                for span in scope_spans.get("spans") or ():
-                    if not isinstance(span, Mapping):
-                        raise NotOtlpJson("a span is not an object")
-                    out.append(_span(span, resource, scope))
-    except (TypeError, ValueError, AttributeError) as error:
-        if isinstance(error, NotOtlpJson):
-            raise
-        raise NotOtlpJson(f"a value is not as OTLP JSON writes it ({error})") from None
+    resource: Mapping[str, Any] | None = None
+    attributes: dict[str, Any] = {}
+    with read_as_otlp_json():
+        for scoped in scoped_spans(document):
+            if scoped.resource is not resource:  # read once, shared by the resource's spans
+                resource, attributes = scoped.resource, _plain_attributes(scoped.resource.get("attributes"))
+            out.append(_span(scoped.span, attributes, scoped.scope))
     out.sort(key=lambda s: s.start_ns)
     return out
 

@@ -13,8 +13,9 @@ import base64
 import binascii
 import json
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from otel_agents._internal.explain.errors import NotOtlpJson
 from otel_agents._internal.explain.model import Span, SpanEvent
@@ -153,21 +154,58 @@ def resource_spans_of(document: Any) -> list[Any]:
     return found
 
 
-def spans_of(document: Any) -> Iterator[Span]:
-    """The spans of one OTLP JSON document (an export request, or Jaeger's answer)."""
-    for resource in resource_spans_of(document):
-        if not isinstance(resource, Mapping):
+class ScopedSpan(NamedTuple):
+    """One span object of an OTLP JSON document, with the resource and scope objects it is under."""
+
+    resource: Mapping[str, Any]
+    """The resource (its `attributes`); empty when the document gives none."""
+    scope: Mapping[str, Any]
+    """The instrumentation scope (`name`, `version`); empty when the document gives none."""
+    span: Mapping[str, Any]
+
+
+def scoped_spans(document: Any) -> Iterator[ScopedSpan]:
+    """The span objects of one OTLP JSON document (an export request, or Jaeger's answer), each with
+    its resource and scope, as written: under `scopeSpans`, or before OTLP 0.15 under its older name
+    `instrumentationLibrarySpans` (the scope then `instrumentationLibrary`). NotOtlpJson for an entry
+    that is not an object."""
+    for resource_spans in resource_spans_of(document):
+        if not isinstance(resource_spans, Mapping):
             raise NotOtlpJson("a resourceSpans entry is not an object")
-        scopes = field_of(resource, "scopeSpans", "scope_spans")
-        if scopes is None:  # before OTLP 0.15: the same under its older name
-            scopes = field_of(resource, "instrumentationLibrarySpans", "instrumentation_library_spans")
-        for scope in scopes or ():
-            if not isinstance(scope, Mapping):
+        resource = resource_spans.get("resource") or {}
+        if not isinstance(resource, Mapping):
+            raise NotOtlpJson("a resource is not an object")
+        scopes = field_of(resource_spans, "scopeSpans", "scope_spans")
+        if scopes is None:
+            scopes = field_of(resource_spans, "instrumentationLibrarySpans", "instrumentation_library_spans")
+        for scope_spans in scopes or ():
+            if not isinstance(scope_spans, Mapping):
                 raise NotOtlpJson("a scopeSpans entry is not an object")
-            for span in scope.get("spans") or ():
+            scope = scope_spans.get("scope")
+            if scope is None:
+                scope = field_of(scope_spans, "instrumentationLibrary", "instrumentation_library")
+            for span in scope_spans.get("spans") or ():
                 if not isinstance(span, Mapping):
                     raise NotOtlpJson("a span is not an object")
-                yield _span(span)
+                yield ScopedSpan(resource, scope if isinstance(scope, Mapping) else {}, span)
+
+
+def spans_of(document: Any) -> Iterator[Span]:
+    """The spans of one OTLP JSON document (an export request, or Jaeger's answer)."""
+    for scoped in scoped_spans(document):
+        yield _span(scoped.span)
+
+
+@contextmanager
+def read_as_otlp_json() -> Iterator[None]:
+    """Within it, a value of the wrong type or form (a `TypeError`, `ValueError` or `AttributeError`
+    of reading a document) is a NotOtlpJson saying so."""
+    try:
+        yield
+    except (TypeError, ValueError, AttributeError) as error:
+        if isinstance(error, NotOtlpJson):
+            raise
+        raise NotOtlpJson(f"a value is not as OTLP JSON writes it ({error})") from None
 
 
 def documents(text: str) -> list[Any]:
@@ -193,9 +231,5 @@ def spans_of_text(text: str) -> list[Span]:
     found = documents(text)
     if not found:
         raise NotOtlpJson("it is empty")
-    try:
+    with read_as_otlp_json():
         return [span for document in found for span in spans_of(document)]
-    except (TypeError, ValueError, AttributeError) as error:
-        if isinstance(error, NotOtlpJson):
-            raise
-        raise NotOtlpJson(f"a value is not as OTLP JSON writes it ({error})") from None
