@@ -31,6 +31,9 @@ def _decade(power: int) -> str:
 
 
 def _money(value: float) -> str:
+    """A chart's point or exemplar in its tooltip: to the micro-dollar below $1, else to the cent.
+    Not pages' `_money`, which gives every figure whole to the micro-dollar as the JSON does, rounded
+    in integer micro-dollars (`round`, not `format`: at a half the two may differ in the last digit)."""
     return f"${value:,.6f}" if value < 1 else f"${value:,.2f}"
 
 
