@@ -7,7 +7,6 @@ answered with a page that says what is wrong; readers never change the store's m
 from __future__ import annotations
 
 import hashlib
-import http.client
 import json
 import shlex
 import signal
@@ -24,29 +23,10 @@ from urllib.parse import urlencode
 import pytest
 
 from tests.support.cli import ROOT, cli
-from tests.support.ui_server import ui_server
+from tests.support.ui_server import get, get_json, request, ui_server
 from tests.support.ui_store import UiRuns, add_copies
 
 pytestmark = pytest.mark.slow
-
-
-def get(server: Any, path: str, *, host: str | None = None, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
-    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-    try:
-        connection.putrequest(method, path, skip_host=True)
-        connection.putheader("Host", host if host is not None else f"127.0.0.1:{server.port}")
-        connection.endheaders()
-        answer = connection.getresponse()
-        return answer.status, {k.lower(): v for k, v in answer.getheaders()}, answer.read()
-    finally:
-        connection.close()
-
-
-def get_json(server: Any, path: str, status: int = 200) -> Any:
-    code, headers, body = get(server, path)
-    assert code == status, (path, code, body[:500])
-    assert headers["content-type"].startswith("application/json"), headers
-    return json.loads(body)
 
 
 def cli_json(store: Path, *args: str) -> Any:
@@ -113,7 +93,7 @@ def test_runs_are_paged_on_the_server_as_runs_lists_them(ui_runs: UiRuns, tmp_pa
         ]
         assert [row for p in pages for row in p["runs"]] == listed
         assert get_json(server, "/api/runs?sort=cost&page=2")["runs"] == by_cost[50:100]
-        code, _, body = get(server, "/?page=2")
+        code, body = get(server, "/?page=2")
         assert code == 200
         assert b'rel="prev" href="/?sort=time&amp;page=1"' in body
         assert b'rel="next" href="/?sort=time&amp;page=3"' in body
@@ -127,7 +107,7 @@ def test_the_cost_json_is_cost_json(ui: Any, ui_runs: UiRuns, by: str) -> None:
 
 
 def test_the_cost_page_shows_the_rows_of_cost_json(ui: Any, ui_runs: UiRuns) -> None:
-    code, _, body = get(ui, "/cost?by=team")
+    code, body = get(ui, "/cost?by=team")
     assert code == 200
     html = body.decode()
     for row in cli_json(ui_runs.store, "cost", "--by", "team"):
@@ -175,7 +155,7 @@ def test_a_run_page_shows_its_outcomes_and_links_the_other_runs_of_its_conversat
     first, second = ui_runs.resumed
     (row,) = [r for r in cli_json(ui_runs.store, "runs", "--limit", "100") if r["run_id"] == second["run_id"]]
     assert row["outcomes"], "the fixture records an outcome for the resumed run"
-    code, _, body = get(ui, f"/runs/{second['run_id']}")
+    code, body = get(ui, f"/runs/{second['run_id']}")
     assert code == 200
     html = body.decode()
     outcomes = html[html.index('id="outcomes"') :].split("</dd>")[0]
@@ -194,7 +174,7 @@ def test_a_spans_detail_shows_its_attributes_and_events(ui: Any, ui_runs: UiRuns
     with_events = [s for s in spans if s.data.get("events")]
     assert with_events, "the failing tool's run has spans with events (its exception)"
     span = with_events[0]
-    code, _, body = get(ui, f"/runs/{row['run_id']}/spans/{span.span_id}")
+    code, body = get(ui, f"/runs/{row['run_id']}/spans/{span.span_id}")
     assert code == 200
     html = body.decode()
     for key in span.attributes:
@@ -207,7 +187,7 @@ def test_a_spans_detail_shows_its_attributes_and_events(ui: Any, ui_runs: UiRuns
 
 def test_the_downloaded_trace_is_read_back_by_explain_file(ui: Any, ui_runs: UiRuns, tmp_path: Path) -> None:
     run_id = ui_runs.id("failing_tool")
-    code, headers, body = get(ui, f"/api/runs/{run_id}/otlp.json")
+    code, headers, body = request(ui, f"/api/runs/{run_id}/otlp.json")
     assert code == 200
     assert headers["content-disposition"].startswith("attachment;"), headers
     saved = tmp_path / "trace.json"
@@ -237,7 +217,7 @@ def test_compare_says_how_the_stop_findings_and_each_turn_differ(ui: Any, ui_run
     assert difference["findings_only_in_a"] == sorted(kinds_a - kinds_b)
     assert difference["findings_only_in_b"] == sorted(kinds_b - kinds_a) and "repeated_messages" in kinds_b
 
-    code, _, body = get(ui, f"/compare?a={first}&b={second}")
+    code, body = get(ui, f"/compare?a={first}&b={second}")
     assert code == 200
     html = body.decode()
     turns = html[html.index('id="compare-turns"') :].split("</section>")[0]
@@ -256,7 +236,7 @@ def test_compare_says_how_the_stop_findings_and_each_turn_differ(ui: Any, ui_run
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.1:{port}", "localhost", "localhost:{port}", "LOCALHOST:{port}"])
 def test_the_bound_address_and_localhost_are_served(ui: Any, host: str) -> None:
-    code, _, _ = get(ui, "/", host=host.format(port=ui.port))
+    code, _ = get(ui, "/", host=host.format(port=ui.port))
     assert code == 200
 
 
@@ -265,7 +245,7 @@ def test_the_bound_address_and_localhost_are_served(ui: Any, host: str) -> None:
 )
 def test_another_host_header_is_refused_so_dns_rebinding_reads_nothing(ui: Any, host: str) -> None:
     for path in ("/", "/api/runs", "/static/app.js"):
-        code, _, body = get(ui, path, host=host.format(port=ui.port))
+        code, body = get(ui, path, host=host.format(port=ui.port))
         assert code == 403, (host, path, code)
         assert b"run_id" not in body
 
@@ -279,14 +259,14 @@ def test_an_allowed_host_is_served(ui_runs: UiRuns) -> None:
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
 def test_only_get_and_head_are_served(ui: Any, method: str) -> None:
-    code, headers, _ = get(ui, "/api/runs", method=method)
+    code, headers, _ = request(ui, "/api/runs", method=method)
     assert code == 405
     assert headers["allow"] == "GET, HEAD"
 
 
 def test_every_answer_carries_a_policy_with_no_inline_script(ui: Any, ui_runs: UiRuns) -> None:
     for path in ("/", f"/runs/{ui_runs.id('markup')}", "/cost", "/api/runs", "/runs/ffff", "/static/style.css"):
-        _, headers, _ = get(ui, path)
+        _, headers, _ = request(ui, path)
         policy = headers["content-security-policy"]
         assert "script-src 'self'" in policy and "unsafe-inline" not in policy and "unsafe-eval" not in policy
         assert headers["x-content-type-options"] == "nosniff"
@@ -297,7 +277,7 @@ def test_stored_markup_is_sent_escaped(ui: Any, ui_runs: UiRuns) -> None:
     run_id = ui_runs.id("markup")
     spans = get_json(ui, f"/api/runs/{run_id}")["spans"]
     chat = next(s for s in spans if s["name"].startswith("chat"))
-    _, _, body = get(ui, f"/runs/{run_id}?span={chat['span_id']}")
+    _, body = get(ui, f"/runs/{run_id}?span={chat['span_id']}")
     html = body.decode()
     assert "&lt;script&gt;window.__xss=1&lt;/script&gt;" in html
     assert "<script>window.__xss" not in html and "<img src=x" not in html
@@ -339,7 +319,7 @@ def test_no_request_changes_the_stores_main_file(ui_runs: UiRuns) -> None:
 def test_an_unknown_run_is_a_404_that_says_so(ui: Any) -> None:
     answer = get_json(ui, "/api/runs/0123456789abcdef", status=404)
     assert "0123456789abcdef" in answer["error"]
-    code, headers, body = get(ui, "/runs/0123456789abcdef")
+    code, headers, body = request(ui, "/runs/0123456789abcdef")
     assert code == 404 and headers["content-type"].startswith("text/html")
     assert b"0123456789abcdef" in body and b"Traceback" not in body
 
@@ -359,7 +339,7 @@ def test_an_ambiguous_prefix_is_a_404_listing_its_matches(ui_runs: UiRuns, tmp_p
         answer = get_json(server, f"/api/runs/{prefix}", status=404)
         assert "ambiguous" in answer["error"]
         assert sorted(m["run_id"] for m in answer["matches"]) == sorted([row["run_id"], twin])
-        _, _, body = get(server, f"/runs/{prefix}")
+        _, body = get(server, f"/runs/{prefix}")
         for run_id in (row["run_id"], twin):
             assert f'href="/runs/{run_id}"'.encode() in body
 
@@ -381,7 +361,7 @@ def test_an_ambiguous_prefix_is_a_404_listing_its_matches(ui_runs: UiRuns, tmp_p
 def test_a_bad_filter_is_a_400_naming_it(ui: Any, query: str, named: str) -> None:
     answer = get_json(ui, f"/api/runs?{query}", status=400)
     assert answer["error"].startswith(named) or f"'{named}'" in answer["error"], answer
-    code, _, body = get(ui, f"/?{query}")
+    code, body = get(ui, f"/?{query}")
     assert code == 400 and named.encode() in body and b"Traceback" not in body
 
 
@@ -393,7 +373,7 @@ def test_a_bad_cost_parameter_is_a_400_naming_it(ui: Any) -> None:
 def test_an_empty_store_says_how_to_put_a_run_in_it(tmp_path: Path) -> None:
     (tmp_path / "store").mkdir()
     with ui_server(tmp_path / "store") as server:
-        code, _, body = get(server, "/")
+        code, body = get(server, "/")
         assert code == 200 and b"otel-agents demo" in body
         assert get_json(server, "/api/runs") == {
             "runs": [],
@@ -404,13 +384,13 @@ def test_an_empty_store_says_how_to_put_a_run_in_it(tmp_path: Path) -> None:
             "sort": "time",
             "filters": {},
         }
-        code, _, body = get(server, "/cost")
+        code, body = get(server, "/cost")
         assert code == 200 and b"otel-agents demo" in body
 
 
 def test_a_missing_store_directory_is_said(tmp_path: Path) -> None:
     with ui_server(tmp_path / "nowhere") as server:
-        code, _, body = get(server, "/")
+        code, body = get(server, "/")
         assert code == 503 and b"does not exist" in body
         assert "does not exist" in get_json(server, "/api/runs", status=503)["error"]
 
@@ -435,7 +415,7 @@ def test_a_damaged_store_is_said(tmp_path: Path) -> None:
     with ui_server(store) as server:
         error = get_json(server, "/api/runs", status=503)["error"]
         assert "damaged" in error and error in said, "said as the CLI says it"
-        code, _, body = get(server, "/")
+        code, body = get(server, "/")
         assert code == 503 and b"damaged" in body and b"Traceback" not in body
     assert (store / "spans.sqlite3").read_bytes() == b"this is not a database" * 100, "a reader moves nothing"
 
@@ -574,7 +554,7 @@ def test_a_trace_whose_run_has_not_ended_is_shown_as_open(ui_runs: UiRuns, tmp_p
         connection.execute("DELETE FROM runs WHERE run_id = ?", (row["run_id"],))
         connection.execute("DELETE FROM spans WHERE trace_id = ? AND name LIKE 'invoke_workflow%'", (row["trace_id"],))
     with ui_server(store) as server:
-        code, _, body = get(server, f"/runs/{row['trace_id']}")
+        code, body = get(server, f"/runs/{row['trace_id']}")
         assert code == 200, body[:500]
         assert b"no finished run" in body
 
@@ -589,6 +569,6 @@ def test_a_trace_cut_short_by_a_lost_span_says_so(ui_runs: UiRuns, tmp_path: Pat
         ).fetchone()
         connection.execute("DELETE FROM spans WHERE span_id = ?", (span_id,))
     with ui_server(store) as server:
-        code, _, body = get(server, f"/runs/{row['run_id']}")
+        code, body = get(server, f"/runs/{row['run_id']}")
         assert code == 200
         assert b"cut short" in body

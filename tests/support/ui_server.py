@@ -168,19 +168,31 @@ def ui_server(
             stderr_file.close()
 
 
-def get(server: UiServer, path: str) -> tuple[int, bytes]:
-    """GET `path` of the page, as a browser on this machine asks it: its status and body."""
+def request(
+    server: UiServer, path: str, *, host: str | None = None, method: str = "GET"
+) -> tuple[int, dict[str, str], bytes]:
+    """`method` `path` of the page, as a browser on this machine asks it (`host`: another Host
+    header): its status, headers (names lower-cased) and body."""
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
     try:
-        connection.request("GET", path, headers={"Host": f"127.0.0.1:{server.port}"})
+        connection.putrequest(method, path, skip_host=True)
+        connection.putheader("Host", host if host is not None else f"127.0.0.1:{server.port}")
+        connection.endheaders()
         answer = connection.getresponse()
-        return answer.status, answer.read()
+        return answer.status, {k.lower(): v for k, v in answer.getheaders()}, answer.read()
     finally:
         connection.close()
 
 
+def get(server: UiServer, path: str, *, host: str | None = None) -> tuple[int, bytes]:
+    """GET `path` of the page, as a browser on this machine asks it: its status and body."""
+    status, _, body = request(server, path, host=host)
+    return status, body
+
+
 def get_json(server: UiServer, path: str, status: int = 200) -> Any:
-    """The JSON at `path`, whose status must be `status`."""
-    code, body = get(server, path)
+    """The JSON at `path`, whose status must be `status` and content type JSON."""
+    code, headers, body = request(server, path)
     assert code == status, (path, code, body[:1000])
+    assert headers["content-type"].startswith("application/json"), headers
     return json.loads(body)
