@@ -26,9 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
-import os
-import subprocess
 import sys
 import tempfile
 import urllib.parse
@@ -59,33 +56,6 @@ def pages(runs: UiRuns) -> list[tuple[str, str]]:
 SCALE_SERVICE = "ui-at-scale"
 
 
-def _fill_through(endpoint: str, store: Path) -> list[dict[str, Any]]:
-    """The web page's fixture runs, made by their app with its store and the OTLP endpoint (traces
-    and metrics): `runs --json` of the store."""
-    from tests.support.cli import cli
-
-    env = {name: value for name, value in os.environ.items() if not name.startswith("OTEL_")}
-    env.update(
-        PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])]),
-        OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
-        OTEL_SERVICE_NAME=SCALE_SERVICE,
-    )
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.support.ui_store_app", str(store)],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=ROOT,
-        env=env,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"the fixture app failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    listed = cli("--store", str(store), "runs", "--json", "--limit", "100")
-    rows: list[dict[str, Any]] = json.loads(listed.stdout)
-    return rows
-
-
 @contextlib.contextmanager
 def _scale_ui(workdir: Path) -> Iterator[tuple[Any, list[dict[str, Any]]]]:
     """deploy/'s chain with the fixture's runs in it, and `otel-agents ui --jaeger --prometheus` over it."""
@@ -107,7 +77,9 @@ def _scale_ui(workdir: Path) -> Iterator[tuple[Any, list[dict[str, Any]]]]:
             workdir / "prometheus", [collector.scrape_target], flags=deploy_prometheus_flags()
         )
         try:
-            rows = _fill_through(collector.http_endpoint, workdir / "store")
+            # the web page's fixture runs, made by their app with its store and the OTLP endpoint
+            otlp = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.http_endpoint, "OTEL_SERVICE_NAME": SCALE_SERVICE}
+            rows = fill_ui_store(workdir / "store", env=otlp, within_s=180).rows
             counted = f'sum(otel_agents_runs_total{{exported_job="{SCALE_SERVICE}"}})'
             scraped = poll(
                 lambda: prometheus.query(counted),
@@ -142,6 +114,20 @@ def _scale_ui(workdir: Path) -> Iterator[tuple[Any, list[dict[str, Any]]]]:
             prometheus.stop()
 
 
+def screenshots(url: str, shots: list[tuple[str, str]], out: Path) -> bool:
+    """Each (file name, path under `url`) of `shots` screenshot into `out` in headless chromium;
+    False when a page answered other than 200 or logged an error."""
+    with chromium(viewport={"width": 1280, "height": 800}) as browser:
+        for name, path in shots:
+            browser.open(url + path)
+            browser.page.screenshot(path=str(out / name), full_page=True)
+            print(out / name)
+        if browser.errors:
+            print("the pages logged errors:\n" + "\n".join(browser.errors), file=sys.stderr)
+            return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images" / "ui", help="where the PNGs go")
@@ -153,32 +139,22 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="otel-agents-ui-store-") as store:
         runs = fill_ui_store(Path(store))
-        with ui_server(runs.store) as ui, chromium(viewport={"width": 1280, "height": 800}) as browser:
-            for name, path in pages(runs):
-                browser.open(ui.url + path)
-                browser.page.screenshot(path=str(out / name), full_page=True)
-                print(out / name)
-            if browser.errors:
-                print("the pages logged errors:\n" + "\n".join(browser.errors), file=sys.stderr)
+        with ui_server(runs.store) as ui:
+            if not screenshots(ui.url, pages(runs), out):
                 return 1
     if not options.at_scale:
         return 0
     with (
         tempfile.TemporaryDirectory(prefix="otel-agents-ui-scale-") as workdir,
         _scale_ui(Path(workdir)) as (ui, rows),
-        chromium(viewport={"width": 1280, "height": 800}) as browser,
     ):
         loop_guard = next(row["run_id"] for row in rows if row["stop_kind"] == "loop_guard")
-        for name, path in (
+        shots = [
             ("runs-jaeger.png", ""),
             ("run-jaeger.png", f"runs/{loop_guard}"),
             ("cost-prometheus.png", "cost?since=1h"),
-        ):
-            browser.open(ui.url + path)
-            browser.page.screenshot(path=str(out / name), full_page=True)
-            print(out / name)
-        if browser.errors:
-            print("the pages logged errors:\n" + "\n".join(browser.errors), file=sys.stderr)
+        ]
+        if not screenshots(ui.url, shots, out):
             return 1
     return 0
 

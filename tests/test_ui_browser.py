@@ -7,10 +7,6 @@ JavaScript. (Over HTTP alone: tests/test_ui.py.)"""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,9 +14,9 @@ from typing import Any
 import pytest
 
 from tests.support.browser import Browser, chromium
-from tests.support.cli import ROOT, cli
+from tests.support.cli import cli
 from tests.support.ui_server import UiServer, ui_server
-from tests.support.ui_store import MARKUP, UiRuns, fill_ui_store
+from tests.support.ui_store import MARKUP, UiRuns, fill_ui_store, run_store_app
 from tests.support.ui_store_app import SESSION_PREFIX
 
 pytestmark = pytest.mark.slow
@@ -96,18 +92,7 @@ def test_a_run_that_ends_while_the_page_is_open_appears_without_a_reload(tmp_pat
     with ui_server(ui_runs.store) as ui:
         browser.open(ui.url)
         browser.page.evaluate("window.__notReloaded = true")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-        env["PYTHONPATH"] = str(ROOT)
-        done = subprocess.run(
-            [sys.executable, "-m", "tests.support.ui_store_app", str(ui_runs.store), "--late", "late"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=ROOT,
-            env=env,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-            check=False,
-        )
+        done = run_store_app(ui_runs.store, "--late", "late")
         assert done.returncode == 0, done.stderr[-3000:]
         listed = cli_json(ui_runs, "runs", "--team", "late")
         late = next(r for r in listed if r["session_id"] == SESSION_PREFIX + "late")

@@ -15,13 +15,9 @@ and the server keeps serving.
 from __future__ import annotations
 
 import asyncio
-import http.client
 import json
-import os
 import random
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -39,10 +35,11 @@ pytest.importorskip("jinja2")
 
 from tests.support.backends import built_backends
 from tests.support.bad_backends import refusing_endpoint, silent_endpoint
-from tests.support.cli import ROOT, cli
+from tests.support.cli import cli
 from tests.support.jaeger import Jaeger, poll, running_jaeger
 from tests.support.local_http import serving
-from tests.support.ui_server import UiServer, ui_server
+from tests.support.ui_server import UiServer, get, get_json, request, ui_server
+from tests.support.ui_store import fill_ui_store
 
 pytestmark = [pytest.mark.backend, pytest.mark.slow]
 
@@ -65,23 +62,6 @@ def jaeger_ui(url: str, *args: str, env: Mapping[str, str] | None = None) -> Ite
         yield server
 
 
-def get(server: UiServer, path: str) -> tuple[int, dict[str, str], bytes]:
-    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-    try:
-        connection.request("GET", path, headers={"Host": f"127.0.0.1:{server.port}"})
-        answer = connection.getresponse()
-        return answer.status, {k.lower(): v for k, v in answer.getheaders()}, answer.read()
-    finally:
-        connection.close()
-
-
-def get_json(server: UiServer, path: str, status: int = 200) -> Any:
-    code, headers, body = get(server, path)
-    assert code == status, (path, code, body[:1000])
-    assert headers["content-type"].startswith("application/json"), headers
-    return json.loads(body)
-
-
 @dataclass
 class Made:
     jaeger: Jaeger
@@ -96,27 +76,6 @@ class Made:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.jaeger.ports.query_http}"
-
-
-def make_runs(store: Path, jaeger: Jaeger) -> None:
-    """The web page's fixture runs, made by their app with its store and Jaeger's OTLP endpoint."""
-    env = {name: value for name, value in os.environ.items() if not name.startswith("OTEL_")}
-    env.update(
-        PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])]),
-        OTEL_EXPORTER_OTLP_ENDPOINT=jaeger.otlp_http,
-        OTEL_METRICS_EXPORTER="none",
-        OTEL_SERVICE_NAME=SERVICE,
-    )
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.support.ui_store_app", str(store)],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=ROOT,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0, f"the fixture app failed ({done.returncode}):\n{done.stderr[-4000:]}"
 
 
 def call_outside_any_run(jaeger: Jaeger) -> str:
@@ -185,10 +144,13 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Made]:
     workdir = tmp_path_factory.mktemp("ui-jaeger")
     store = workdir / "store"
     with running_jaeger(backends.jaeger, workdir) as jaeger:
-        make_runs(store, jaeger)
-        listed = cli("--store", str(store), "runs", "--json", "--limit", "100")
-        assert listed.returncode == 0, listed.stderr
-        rows = json.loads(listed.stdout)
+        # the web page's fixture runs, made by their app with its store and Jaeger's OTLP endpoint
+        otlp = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": jaeger.otlp_http,
+            "OTEL_METRICS_EXPORTER": "none",
+            "OTEL_SERVICE_NAME": SERVICE,
+        }
+        rows = fill_ui_store(store, env=otlp, within_s=180).rows
         assert len(rows) == 7, rows
         bare = call_outside_any_run(jaeger)
         cut = send_copy(store, rows[-1], jaeger.otlp_http, service=CUT_SERVICE, drop_turn=True)
@@ -236,7 +198,7 @@ def test_the_runs_from_jaeger_are_the_stores_runs_and_a_trace_without_a_run_is_l
     assert listed["source"]["sorted"] == "within the window fetched"
     assert set(listed["source"]["services"]) >= {SERVICE, BARE_SERVICE, CUT_SERVICE}
     assert listed["source"]["filtered"] is None
-    code, _, body = get(ui, "/")
+    code, body = get(ui, "/")
     assert code == 200
     page = body.decode()
     assert "sorted within the window fetched" in page
@@ -252,7 +214,7 @@ def test_only_the_services_given_are_read(made: Made) -> None:
         assert listed["source"]["services"] == [SERVICE]
     with jaeger_ui(made.url, "--service", BARE_SERVICE) as bare:
         assert get_json(bare, "/api/runs")["runs"] == []
-        code, _, body = get(bare, "/")
+        code, body = get(bare, "/")
         assert code == 200 and b"No runs in Jaeger at" in body
 
 
@@ -282,7 +244,7 @@ def test_the_filters_list_what_the_store_lists(
     assert from_jaeger["source"]["searched_by"] == searched, "Jaeger's tag search takes these"
     said = "by Jaeger's tag search" if searched else "on the runs read from Jaeger"
     assert from_jaeger["source"]["filtered"].startswith(said)
-    code, _, body = get(ui, f"/?{query}")
+    code, body = get(ui, f"/?{query}")
     assert code == 200 and f"filtered {said}".replace("'", "&#39;") in body.decode()
 
 
@@ -302,7 +264,7 @@ def test_the_runs_are_paged_by_time_window(made: Made, ui: UiServer, store_ui: U
     assert middle["run_id"] in {r["run_id"] for r in newer["runs"]}, "the run at the window's end opens the next"
     assert middle["run_id"] not in {r["run_id"] for r in from_jaeger["runs"]}
     assert get_json(ui, "/api/runs?page=2", status=400)["error"].startswith("page 2: Jaeger has no offset")
-    code, _, body = get(ui, f"/?{urlencode(window)}")
+    code, body = get(ui, f"/?{urlencode(window)}")
     assert code == 200 and b"older window" in body and b"newer window" in body
 
 
@@ -356,7 +318,7 @@ def test_a_window_holding_more_traces_than_one_search_returns_says_so(made: Made
 
         assert poll(cut, bool, within_s=60) == [many]
         assert get_json(only, "/api/runs")["runs"] == [], "traces without a run: listed nowhere"
-        code, _, body = get(only, "/")
+        code, body = get(only, "/")
         assert code == 200
         assert f"Jaeger returned its most traces ({SEARCH_DEPTH}) for {many} in this window".encode() in body
 
@@ -376,7 +338,7 @@ def test_a_run_page_from_jaeger_is_the_stores_page_of_the_same_run(
         by_trace = get_json(ui, f"/api/runs/{row['trace_id']}")
         by_trace["run"].pop("outcomes")
         assert by_trace == from_jaeger, "the trace id opens the same run"
-        code, _, body = get(ui, f"/runs/{row['run_id']}")
+        code, body = get(ui, f"/runs/{row['run_id']}")
         assert code == 200, body[:500]
         assert row["run_id"].encode() in body and b"cut short" not in body
 
@@ -385,7 +347,7 @@ def test_a_run_page_from_jaeger_lists_the_other_runs_of_its_conversation_as_the_
     made: Made, ui: UiServer, store_ui: UiServer
 ) -> None:
     def conversation(server: UiServer, run_id: str) -> str | None:
-        code, _, body = get(server, f"/runs/{run_id}")
+        code, body = get(server, f"/runs/{run_id}")
         assert code == 200
         found = re.search(r'<section id="conversation">.*?</section>', body.decode(), re.S)
         return found[0] if found else None
@@ -400,7 +362,7 @@ def test_a_run_page_from_jaeger_lists_the_other_runs_of_its_conversation_as_the_
 
 def test_a_trace_cut_short_by_a_lost_span_says_so_on_its_page(made: Made, ui: UiServer) -> None:
     assert poll(lambda: get(ui, f"/api/runs/{made.cut_run}")[0], lambda code: code == 200, within_s=30) == 200
-    code, _, body = get(ui, f"/runs/{made.cut_run}")
+    code, body = get(ui, f"/runs/{made.cut_run}")
     assert code == 200
     assert b"This trace was cut short" in body
 
@@ -409,7 +371,7 @@ def test_a_run_jaeger_does_not_hold_is_a_404_naming_it(made: Made, ui: UiServer)
     unknown = "0123456789abcdef0123456789abcdef"
     answer = get_json(ui, f"/api/runs/{unknown}", status=404)
     assert answer["error"] == f"no run or trace {unknown} in Jaeger at {made.url}"
-    code, _, body = get(ui, f"/runs/{unknown}")
+    code, body = get(ui, f"/runs/{unknown}")
     assert code == 404 and unknown.encode() in body
     prefix = made.rows[0]["run_id"][:8]
     assert "not a prefix" in get_json(ui, f"/api/runs/{prefix}", status=404)["error"]
@@ -423,7 +385,7 @@ def test_compare_and_the_otlp_download_read_jaeger(made: Made, ui: UiServer, sto
         answer["a"]["run"].pop("outcomes")
         answer["b"]["run"].pop("outcomes")
     assert from_jaeger == from_store
-    code, headers, body = get(ui, f"/api/runs/{a}/otlp.json")
+    code, headers, body = request(ui, f"/api/runs/{a}/otlp.json")
     assert code == 200 and headers["content-disposition"].startswith("attachment")
     from otel_agents._internal.explain.otlp_json import spans_of_text
 
@@ -434,7 +396,7 @@ def test_compare_and_the_otlp_download_read_jaeger(made: Made, ui: UiServer, sto
 
 
 def test_without_prometheus_the_cost_page_says_where_its_figures_would_come_from(ui: UiServer) -> None:
-    code, _, body = get(ui, "/cost")
+    code, body = get(ui, "/cost")
     assert code == 200
     assert b"--prometheus URL" in body
     answer = get_json(ui, "/api/cost", status=503)
@@ -450,9 +412,9 @@ def assert_says_which(server: UiServer, url: str, words: str) -> None:
     keeps serving (the next request is answered, its static files too)."""
     answer = get_json(server, "/api/runs", status=503)
     assert url in answer["error"] and words in answer["error"], answer
-    code, _, body = get(server, "/")
+    code, body = get(server, "/")
     assert code == 503 and url.encode() in body and words.encode() in body
-    code, _, body = get(server, f"/runs/{'ab' * 16}")
+    code, body = get(server, f"/runs/{'ab' * 16}")
     assert code == 503 and url.encode() in body
     assert get(server, "/static/style.css")[0] == 200
     assert get_json(server, "/api/runs", status=503) == answer, "still serving, still saying which"

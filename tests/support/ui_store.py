@@ -5,6 +5,7 @@ tests' OpenAI-compatible server, and read back through `otel-agents runs --json`
     runs = fill_ui_store(directory)        # some 3 s
     runs.loop_guard["run_id"]              # each kind's row of `runs --json`
     runs.run_ids                           # every run id, newest first
+    fill_ui_store(directory, env={"OTEL_EXPORTER_OTLP_ENDPOINT": url})   # and sent over OTLP too
 
 The runs (teams review, slogans, research and notes; users ana and ben; content capture on):
 success (outcome success), max_messages (stopped by MaxMessageTermination, outcome failure),
@@ -20,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,7 @@ MARKUP = (SCRIPT_MARKUP, IMG_MARKUP)
 """The two texts of the markup run that a page must show as text and never run: they would set
 `window.__xss` to 1 and 2."""
 
-__all__ = ["KINDS", "MARKUP", "MARKUP_REPLY", "MARKUP_TASK", "UiRuns", "add_copies", "fill_ui_store"]
+__all__ = ["KINDS", "MARKUP", "MARKUP_REPLY", "MARKUP_TASK", "UiRuns", "add_copies", "fill_ui_store", "run_store_app"]
 
 
 @dataclass(frozen=True)
@@ -83,23 +85,34 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def fill_ui_store(directory: Path, *, within_s: float = 120) -> UiRuns:
-    """Fill `directory` (a store, made if missing) with the runs above and read them back; the app
-    must succeed within `within_s`. The runs are checked to be what their names say."""
-    directory.mkdir(parents=True, exist_ok=True)
-    # the app's telemetry goes to the store only, whatever this process's environment says
-    env = {name: value for name, value in os.environ.items() if not name.startswith("OTEL_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.support.ui_store_app", str(directory)],
+def run_store_app(
+    store: Path, *args: str, env: Mapping[str, str] | None = None, within_s: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """The store's app (tests/support/ui_store_app.py) in a process of its own, writing to `store`
+    (`args` `--late NAME`: one run more), run to its end within `within_s`. Its telemetry goes to
+    the store and, with `env` (OTEL_ variables), where they say: none of this process's OTEL_
+    variables is passed on."""
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("OTEL_")}
+    environment["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [environment.get("PYTHONPATH")])])
+    environment.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "tests.support.ui_store_app", str(store), *args],
         capture_output=True,
         text=True,
         timeout=within_s,
         cwd=ROOT,
-        env=env,
+        env=environment,
         preexec_fn=_default_sigint,
         check=False,
     )
+
+
+def fill_ui_store(directory: Path, *, env: Mapping[str, str] | None = None, within_s: float = 120) -> UiRuns:
+    """Fill `directory` (a store, made if missing) with the runs above and read them back; the app
+    must succeed within `within_s`, its telemetry also going where `env`'s OTEL_ variables say (an
+    OTLP endpoint, a service name). The runs are checked to be what their names say."""
+    directory.mkdir(parents=True, exist_ok=True)
+    done = run_store_app(directory, env=env, within_s=within_s)
     assert done.returncode == 0, f"the store's app failed ({done.returncode}):\n{done.stderr[-4000:]}"
     listed = cli("--store", str(directory), "runs", "--json", "--limit", "100")
     assert listed.returncode == 0, listed.stderr
