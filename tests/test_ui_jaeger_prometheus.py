@@ -7,9 +7,7 @@ is a 503 naming its URL while the runs are still served."""
 
 from __future__ import annotations
 
-import asyncio
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlencode
@@ -22,17 +20,10 @@ pytest.importorskip("jinja2")
 
 from otel_agents._internal.export.store.reader import StoredRun
 from tests.support.bad_backends import refusing_endpoint
-from tests.support.jaeger import poll
-from tests.support.openai_server import OpenAIServer
 from tests.support.ui_server import UiServer, get, get_json
-from tests.test_from_a_cost_spike_to_its_run import (
-    RUN_COST,
-    Chain,
-    chain,
-    exemplar_traces,
-    run_through_the_chain,
-)
+from tests.test_from_a_cost_spike_to_its_run import Chain, chain
 from tests.test_ui_jaeger import jaeger_ui
+from tests.test_ui_prometheus import runs_in_prometheus_and_jaeger
 
 pytestmark = [pytest.mark.backend, pytest.mark.slow]
 
@@ -45,24 +36,7 @@ EXEMPLAR_LINK = re.compile(r'<a class="exemplar" href="/runs/([0-9a-f]{32})"')
 @pytest.fixture(scope="module")
 def runs(chain: Chain, tmp_path_factory: pytest.TempPathFactory) -> list[StoredRun]:
     """Three runs through the chain: each run's cost exemplar in Prometheus, its trace in Jaeger."""
-    since = time.time() - 5
-    store = tmp_path_factory.mktemp("store")  # the app's store too: the runs' ids to look for
-    with OpenAIServer() as server:
-        made = asyncio.run(run_through_the_chain(chain, server, store, service=SERVICE, users=["ana", "ben", "cy"]))
-    traces = {run.trace_id for run in made}
-    found = poll(
-        lambda: exemplar_traces(chain.prometheus, f'{RUN_COST}{{exported_job="{SERVICE}"}}', since),
-        lambda found: traces <= found.get(RUN_COST, set()),
-        within_s=60,
-    )
-    assert traces <= found.get(RUN_COST, set()), found
-    for trace_id in traces:
-
-        def held(wanted: str = trace_id) -> bool:
-            return bool(chain.jaeger.v3_trace(wanted))
-
-        assert poll(held, bool, within_s=60), trace_id
-    return made
+    return runs_in_prometheus_and_jaeger(chain, tmp_path_factory.mktemp("store"), SERVICE)
 
 
 def jaeger_url(chain: Chain) -> str:

@@ -10,11 +10,13 @@ and says why."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
 import urllib.parse
 import urllib.request
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 pytest.importorskip("jinja2")
 
-from otel_agents._internal.export.store.reader import Store
+from otel_agents._internal.export.store.reader import Store, StoredRun
 from otel_agents._internal.report.runs import RunFilter, list_runs
 from otel_agents.ui.app import templates
 from otel_agents.ui.pages import Page
@@ -84,7 +86,9 @@ def render(context: dict[str, Any]) -> str:
     return templates().get_template("cost_prometheus.html").render(site=site, **context)
 
 
-async def runs_scraped_with_exemplars(chain: Chain, server: OpenAIServer, store: Path, service: str) -> list[Any]:
+async def runs_scraped_with_exemplars(chain: Chain, server: OpenAIServer, store: Path, service: str) -> list[StoredRun]:
+    """Three runs of `service` through the chain (users ana, ben, cy; each in `store` too), once each
+    run's cost exemplar is in Prometheus."""
     since = time.time() - 5
     runs = await run_through_the_chain(chain, server, store, service=service, users=["ana", "ben", "cy"])
     traces = {run.trace_id for run in runs}
@@ -94,6 +98,16 @@ async def runs_scraped_with_exemplars(chain: Chain, server: OpenAIServer, store:
         within_s=60,
     )
     assert traces <= found.get(RUN_COST, set()), found
+    return runs
+
+
+def runs_in_prometheus_and_jaeger(chain: Chain, store: Path, service: str) -> list[StoredRun]:
+    """The same, from a server of its own, once each run's trace is in Jaeger too (for a module's
+    fixture, outside any event loop)."""
+    with OpenAIServer() as server:
+        runs = asyncio.run(runs_scraped_with_exemplars(chain, server, store, service))
+    for trace_id in {run.trace_id for run in runs}:
+        assert poll(partial(held_by_jaeger, chain.jaeger, trace_id), bool, within_s=60), f"{trace_id} not in Jaeger"
     return runs
 
 

@@ -7,9 +7,7 @@ Jaeger, whose window then gives the costliest runs."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,12 +20,10 @@ pytest.importorskip("jinja2")
 
 from otel_agents._internal.export.store.reader import StoredRun
 from tests.support.browser import chromium
-from tests.support.jaeger import poll
-from tests.support.openai_server import OpenAIServer
 from tests.support.ui_server import UiServer, get, ui_server
-from tests.test_from_a_cost_spike_to_its_run import RUN_COST, Chain, chain, exemplar_traces, run_through_the_chain
+from tests.test_from_a_cost_spike_to_its_run import Chain, chain
 from tests.test_ui_jaeger import jaeger_ui
-from tests.test_ui_prometheus import RANGE, answer_at, dashboard_query, number
+from tests.test_ui_prometheus import RANGE, answer_at, dashboard_query, number, runs_in_prometheus_and_jaeger
 
 pytestmark = pytest.mark.backend
 
@@ -44,19 +40,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def runs(chain: Chain, store: Path) -> list[StoredRun]:
     """Three runs through the chain, each run's cost exemplar in Prometheus and its trace in Jaeger
     (and the run in `store`)."""
-    since = time.time() - 5
-    with OpenAIServer() as server:
-        made = asyncio.run(run_through_the_chain(chain, server, store, service=SERVICE, users=["ana", "ben", "cy"]))
-    traces = {run.trace_id for run in made}
-    found = poll(
-        lambda: exemplar_traces(chain.prometheus, f'{RUN_COST}{{exported_job="{SERVICE}"}}', since),
-        lambda found: traces <= found.get(RUN_COST, set()),
-        within_s=60,
-    )
-    assert traces <= found.get(RUN_COST, set()), found
-    for trace_id in traces:
-        assert poll(lambda t=trace_id: bool(chain.jaeger.v3_trace(t)), bool, within_s=60), trace_id
-    return made
+    return runs_in_prometheus_and_jaeger(chain, store, SERVICE)
 
 
 @pytest.fixture(scope="module")
