@@ -7,80 +7,44 @@ its test."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler
-
 import pytest
 
 from otel_agents._internal.explain.readers import server_url
 from otel_agents.ui.bounded_get import Unanswered, get
-from tests.support.local_http import serving
-
-
-@contextmanager
-def server(status: int, *, length: int, sent: bytes, then: str) -> Iterator[str]:
-    """A server answering `status` with a Content-Length of `length`, sending `sent` and then
-    holding (`then="hold"`) or sending a byte each time it is asked in turn (`"dribble"`), until the
-    test ends."""
-    released = threading.Event()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(length))
-            self.end_headers()
-            self.wfile.write(sent)
-            self.wfile.flush()
-            if then == "dribble":
-                while not released.wait(0.05):
-                    self.wfile.write(b" ")
-                    self.wfile.flush()
-            released.wait(30)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    with serving(Handler) as running:
-        try:
-            yield f"http://127.0.0.1:{running.server_address[1]}/api"
-        finally:
-            released.set()
+from tests.support.local_http import holding_the_body
 
 
 @pytest.mark.parametrize("status", [200, 500])
 @pytest.mark.parametrize("then", ["hold", "dribble"])
 def test_a_body_that_does_not_end_is_given_up_on_at_the_deadline(status: int, then: str) -> None:
-    with server(status, length=10_000_000, sent=b'{"data": ', then=then) as url:
+    with holding_the_body(status, length=10_000_000, sent=b'{"data": ', dribble=then == "dribble") as url:
         with pytest.raises(Unanswered) as raised:
-            get(url, timeout_s=0.5, max_bytes=32 * 2**20)
+            get(f"{url}/api", timeout_s=0.5, max_bytes=32 * 2**20)
 
     assert raised.value.kind == "slow"
 
 
 def test_an_answer_past_the_size_bound_is_refused() -> None:
     body = b"[" + b"1," * 5000 + b"1]"
-    with server(200, length=len(body), sent=body, then="hold") as url:
+    with holding_the_body(200, length=len(body), sent=body) as url:
         with pytest.raises(Unanswered) as raised:
-            get(url, timeout_s=5, max_bytes=1000)
+            get(f"{url}/api", timeout_s=5, max_bytes=1000)
 
     assert raised.value.kind == "too_large"
 
 
 def test_an_error_answer_comes_back_with_its_status_and_body() -> None:
     body = b'{"status": "error", "error": "bad query"}'
-    with server(422, length=len(body), sent=body, then="hold") as url:
-        answered = get(url, timeout_s=5, max_bytes=1000)
+    with holding_the_body(422, length=len(body), sent=body) as url:
+        answered = get(f"{url}/api", timeout_s=5, max_bytes=1000)
 
     assert (answered.status, answered.body) == (422, body)
 
 
 def test_a_whole_answer_comes_back() -> None:
     body = b'{"status": "success"}'
-    with server(200, length=len(body), sent=body, then="hold") as url:
-        answered = get(url, timeout_s=5, max_bytes=1000)
+    with holding_the_body(200, length=len(body), sent=body) as url:
+        answered = get(f"{url}/api", timeout_s=5, max_bytes=1000)
 
     assert (answered.status, answered.body) == (200, body)
 

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from otel_agents.ui.prometheus import BadRequest, PrometheusCost, PrometheusUnavailable
-from tests.support.prometheus_answers import EMPTY, answering, as_json, holding_the_body
+from tests.support.local_http import holding_the_body
+from tests.support.prometheus_answers import EMPTY, answering, as_json
 
 
 def threads_of_the_page(before: set[threading.Thread]) -> list[threading.Thread]:
@@ -29,7 +30,7 @@ def threads_of_the_page(before: set[threading.Thread]) -> list[threading.Thread]
 def test_a_body_held_after_the_headers_is_slow_naming_the_url_and_the_threads_end(status: int) -> None:
     released = threading.Event()
     before = set(threading.enumerate())
-    with holding_the_body(status, released) as url:
+    with holding_the_body(status, length=1000, sent=b'{"status": ', released=released) as url:
         with pytest.raises(PrometheusUnavailable) as slow:
             PrometheusCost(url, timeout_s=0.5).cost_json("team", None)
         asking = threads_of_the_page(before)

@@ -5,7 +5,6 @@ test, by the request's path (and query)."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
@@ -59,29 +58,3 @@ def answering(reply: Callable[[str], Reply]) -> Iterator[str]:
 
 def as_json(status: int, answer: Any) -> Reply:
     return status, "application/json", json.dumps(answer).encode()
-
-
-@contextmanager
-def holding_the_body(status: int, released: threading.Event) -> Iterator[str]:
-    """A server that answers every GET with `status`, its headers (a JSON body of 1,000 bytes
-    announced) and the body's first bytes, then holds the rest until `released` is set (which the
-    block's end does, so no server thread outlives it). Its base URL."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", "1000")
-            self.end_headers()
-            self.wfile.write(b'{"status": ')
-            self.wfile.flush()
-            released.wait(30)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    with serving(Handler) as server:
-        try:
-            yield f"http://127.0.0.1:{server.server_address[1]}"
-        finally:
-            released.set()
