@@ -256,6 +256,17 @@ async def test_a_system_exit_while_a_run_is_being_ended_still_ends_its_span(
     assert runs[0].attributes["otel_agents.stop_reason"].startswith("Maximum number of messages 3 reached")
 
 
+async def the_run_a_system_exit_left(capture: Capture, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A run of the writers' room, streamed until the SystemExit that the test's patch raises leaves
+    the stream; then the patch undone and the one run exported."""
+    with pytest.raises(SystemExit):
+        async for _ in writers_room(max_messages=3).run_stream(task="go"):
+            pass
+    monkeypatch.undo()
+    (run,) = exported_runs(capture)
+    return run
+
+
 async def test_a_system_exit_as_a_run_starts_ends_it_as_left(capture: Capture, monkeypatch: pytest.MonkeyPatch) -> None:
     """The storm above once stored a run as `shutdown`: the SystemExit landed in otel-agents as
     the run started, after its span started and before the stream had it, and the run stayed
@@ -266,11 +277,7 @@ async def test_a_system_exit_as_a_run_starts_ends_it_as_left(capture: Capture, m
         raise SystemExit(7)
 
     monkeypatch.setattr(outcomes, "started", interrupted)
-    with pytest.raises(SystemExit):
-        async for _ in writers_room(max_messages=3).run_stream(task="go"):
-            pass
-    monkeypatch.undo()
-    (run,) = exported_runs(capture)
+    run = await the_run_a_system_exit_left(capture, monkeypatch)
     assert run.attributes["otel_agents.stop_kind"] == "consumer_closed"
 
 
@@ -289,11 +296,7 @@ async def test_a_system_exit_in_otel_agents_code_between_items_ends_the_run_as_l
         raise SystemExit(7)
 
     monkeypatch.setattr(RunStream, "_begin", interrupted)
-    with pytest.raises(SystemExit):
-        async for _ in writers_room(max_messages=3).run_stream(task="go"):
-            pass
-    monkeypatch.undo()
-    (run,) = exported_runs(capture)
+    run = await the_run_a_system_exit_left(capture, monkeypatch)
     assert run.attributes["otel_agents.stop_kind"] == "consumer_closed"
 
 
