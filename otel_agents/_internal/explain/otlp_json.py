@@ -14,8 +14,9 @@ import binascii
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from otel_agents._internal.explain.errors import NotOtlpJson
 from otel_agents._internal.explain.model import Span, SpanEvent
@@ -154,7 +155,8 @@ def resource_spans_of(document: Any) -> list[Any]:
     return found
 
 
-class ScopedSpan(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ScopedSpan:
     """One span object of an OTLP JSON document, with the resource and scope objects it is under."""
 
     resource: Mapping[str, Any]
