@@ -214,29 +214,30 @@ def _variable(name: str, label: str, query: str, **settings: Any) -> dict[str, A
     }
 
 
+def _some_or_all(name: str, label: str, query: str, **settings: Any) -> dict[str, Any]:
+    """A variable of one or more of its values, or All (`ALL`), which it starts at."""
+    return _variable(
+        name,
+        label,
+        query,
+        multi=True,
+        includeAll=True,
+        allValue=ALL,
+        refresh=2,
+        **settings,
+        current={"text": "All", "value": "$__all"},
+    )
+
+
 TEMPLATING: Final = (
-    _variable(
+    _some_or_all(
         "job",
         "Service",
         "label_values(otel_agents_runs_total, job)",
         description="The service (Prometheus job): the Collector sets it from service.namespace/service.name",
-        multi=True,
-        includeAll=True,
-        allValue=ALL,
-        refresh=2,
         sort=1,
-        current={"text": "All", "value": "$__all"},
     ),
-    _variable(
-        "team",
-        "Team",
-        'label_values(otel_agents_runs_total{job=~"$job"}, gen_ai_workflow_name)',
-        multi=True,
-        includeAll=True,
-        allValue=ALL,
-        refresh=2,
-        current={"text": "All", "value": "$__all"},
-    ),
+    _some_or_all("team", "Team", 'label_values(otel_agents_runs_total{job=~"$job"}, gen_ai_workflow_name)'),
     _variable(
         "label",
         "Cost label",
