@@ -171,7 +171,9 @@ async def test_the_run_spans_context_growth_is_explains_on_a_graph_flow_fan_out(
                         server.release()
             assert telemetry.force_flush()
 
-    assert said == ["user", "A", "C", "D", "B"], "B, held, ends last"
+    # C's and D's calls run side by side, neither held: either may answer first
+    assert said[:2] == ["user", "A"] and sorted(said[2:4]) == ["C", "D"], said
+    assert said[4:] == ["B"], "B, held, ends last"
     spans = exporter.get_finished_spans()
     explained = otel_agents.explain(spans).to_dict()
     assert [t["agent"] for t in explained["turns"]] == ["A", "B", "C", "D"], "turns in the order they started"
