@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import functools
 import logging
+import operator
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -263,15 +264,23 @@ def on_subclass(base: type, wrappers: Mapping[str, Callable[[Any], Any]]) -> boo
 def unwrapped_in_subclasses(base: type, names: tuple[str, ...]) -> bool:
     """Whether `wrap_subclasses(base, ...)` of these names would wrap anything now (a class
     defined, or a method assigned, since it last ran); reads only."""
-    pending: list[type] = [base]
-    while pending:
-        cls = pending.pop()
-        pending.extend(cls.__subclasses__())
+    for cls in _classes_under(base):
         own = cls.__dict__
         for name in names:
             if _to_wrap(own.get(name)):
                 return True
     return False
+
+
+def _classes_under(base: type) -> list[type]:
+    """`base` and every subclass of it, at any depth."""
+    found: list[type] = []
+    pending: list[type] = [base]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        found.append(cls)
+    return found
 
 
 def all_in_place() -> bool:
@@ -282,6 +291,27 @@ def all_in_place() -> bool:
         if now is not entry.wrapper and not is_ours(now):
             return False
     return True
+
+
+def attributes_now(bases: tuple[tuple[type, tuple[str, ...]], ...]) -> tuple[object, ...]:
+    """What stands now at every place `all_in_place()` and `unwrapped_in_subclasses(base, names)`
+    read: each ledger entry's attribute, then each name on each subclass of each base (None where
+    the class defines none). A reading the same as an earlier one (`same_objects`) means nothing
+    was wrapped, replaced, defined or assigned there since; reads only, and costs a third of those
+    two checks (a look at each method's mark and `__wrapped__` costs more than its identity)."""
+    found: list[object] = [entry.owner.__dict__.get(entry.name) for entry in _ledger]
+    for base, names in bases:
+        for cls in _classes_under(base):
+            own = cls.__dict__
+            for name in names:
+                found.append(own.get(name))
+    return tuple(found)
+
+
+def same_objects(now: tuple[object, ...], before: tuple[object, ...]) -> bool:
+    """Whether two readings of `attributes_now` hold the same objects, place by place (by identity:
+    a wrapt proxy is `==` to the function it wraps)."""
+    return len(now) == len(before) and all(map(operator.is_, now, before))
 
 
 def _to_wrap(method: object) -> bool:
