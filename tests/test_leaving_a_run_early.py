@@ -330,3 +330,85 @@ def test_a_signal_that_comes_as_a_runs_span_ends_is_handled_once_it_has_ended() 
     finally:
         signal.signal(signal.SIGUSR1, previous)
     assert steps == ["ended", "handler"]
+
+
+def test_sigint_once_seen_handled_by_python_is_set_aside_by_its_swap_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """asyncio's SIGINT handler costs some 67,000 instructions a look (its repr walks the main
+    task): once a run's end has found a Python handler there, the next ones do not look at it
+    apart from the swap itself, and a SIGINT that comes while the span ends is still handled
+    once it has ended, by the handler put back."""
+    from otel_agents._internal import process_state
+    from otel_agents._internal.run import uninterrupted as module
+
+    steps: list[str] = []
+    looked_at: list[int] = []
+    getsignal = signal.getsignal
+
+    def counting_getsignal(signum: int) -> Any:
+        looked_at.append(signum)
+        return getsignal(signum)
+
+    def interrupted(signum: int, frame: object) -> None:
+        steps.append("handler")
+        raise KeyboardInterrupt
+
+    def end_with_a_sigint() -> None:
+        signal.raise_signal(signal.SIGINT)
+        for _ in range(1000):  # Python looks for a handler to run at each call
+            len(steps)
+        steps.append("ended")
+
+    process_state.reset()  # (no flag left by an earlier test's run)
+    monkeypatch.setattr(module.signal, "getsignal", counting_getsignal)
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        module.uninterrupted(lambda: steps.append("first"))
+        assert signal.SIGINT in looked_at, "the first run's end looks"
+        looked_at.clear()
+        with pytest.raises(KeyboardInterrupt):
+            module.uninterrupted(end_with_a_sigint)
+        assert signal.SIGINT not in looked_at, "the swap is the look"
+        assert looked_at, "the other signals are looked at as before"
+        assert signal.getsignal(signal.SIGINT) is interrupted, "the handler is put back"
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert steps == ["first", "ended", "handler"]
+
+
+def test_sigint_ignored_since_a_run_end_set_its_handler_aside_is_put_back_ignored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A SIGINT made ignored after a run's end found a Python handler there: the next run's end
+    sets it aside all the same and puts it back as it was; a SIGINT that comes meanwhile is
+    ignored, as it would have been, and the run's end after that looks again."""
+    from otel_agents._internal import process_state
+    from otel_agents._internal.run import uninterrupted as module
+
+    steps: list[str] = []
+    looked_at: list[int] = []
+    getsignal = signal.getsignal
+
+    def counting_getsignal(signum: int) -> Any:
+        looked_at.append(signum)
+        return getsignal(signum)
+
+    def end_with_a_sigint() -> None:
+        signal.raise_signal(signal.SIGINT)
+        for _ in range(1000):
+            len(steps)
+        steps.append("ended")
+
+    process_state.reset()
+    monkeypatch.setattr(module.signal, "getsignal", counting_getsignal)
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: steps.append("handler"))
+    try:
+        module.uninterrupted(lambda: steps.append("first"))
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        module.uninterrupted(end_with_a_sigint)  # the SIGINT is noted, then raised again: ignored
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN, "put back ignored"
+        looked_at.clear()
+        module.uninterrupted(lambda: steps.append("third"))
+        assert signal.SIGINT in looked_at, "looked at again"
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert steps == ["first", "ended", "third"]
