@@ -7,7 +7,9 @@ Each mode (untraced; otel-agents with default settings, `configure(span_exporter
 counting sink behind its batch processor) runs in two processes under `valgrind --tool=callgrind`:
 each sets the mode up and makes two warm-up runs, then one makes `runs` more and the other none;
 their difference over `runs` is the instructions a run (start-up, imports and the first runs'
-one-time work cancel out). `PYTHONHASHSEED=0` in both, so that they hash alike. Needs valgrind
+one-time work cancel out). `PYTHONHASHSEED=0` in both, so that they hash alike; SIGINT's handler
+Python's own in both, so that asyncio's is in place as in an app started in a terminal (a shell's
+background job inherits SIGINT ignored: then asyncio puts none in, and a run costs some 0.18 M less). Needs valgrind
 (Debian's package); some 3 minutes a mode on one core.
 """
 
@@ -31,7 +33,12 @@ WARM_UP_RUNS = 2
 def _child(mode: str, runs: int) -> None:
     """Set `mode` up, make the warm-up runs, then `runs` replay-5 runs (in this process)."""
     import logging
+    import signal
 
+    # Python's own SIGINT handler, whatever the launcher left (a shell's background job starts with
+    # SIGINT ignored): then asyncio.run puts its handler in, as for an app started in a terminal,
+    # and a run's end looks at it (`run/uninterrupted.py`)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, str(ROOT))
     logging.getLogger("otel_agents").setLevel(logging.ERROR)
     from benchmarks.workloads import CountingExporter, replay_team
