@@ -359,9 +359,9 @@ class RunAwareTracer(trace.Tracer):
         `nested`), or started under its cause's anchor."""
         trail = cause.trail
         if trail.run.runtime_spans == "off":
-            return NonRecordingSpan(cause.workflow)
+            return trail.stand_in_for(cause.workflow)
         if name.startswith(_UNRECORDED_WHEN_NESTED):
-            return NonRecordingSpan(cause.anchor)
+            return trail.stand_in_for(cause.anchor)
         # one parent context and node per anchor (a turn or a workflow), shared by its runtime spans
         parent, node = REGISTRY.placed_under(
             trail, cause.anchor, lambda: (_context_of(cause.anchor), Node(trail, cause.anchor, cause.workflow, True))

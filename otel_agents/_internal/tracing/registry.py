@@ -67,7 +67,7 @@ class Node:
 class Trail:
     """The registry's entries for one run or followed trace."""
 
-    __slots__ = ("dropped", "followed", "last_used", "nodes", "pinned", "run", "trace_id", "under_anchor")
+    __slots__ = ("dropped", "followed", "last_used", "nodes", "pinned", "run", "stand_in", "trace_id", "under_anchor")
 
     def __init__(self, run: Run, trace_id: int, *, followed: bool = False) -> None:
         self.run = run
@@ -84,6 +84,17 @@ class Trail:
         """Per anchor span id: the parent context and node of the runtime spans placed under it
         (at most `NODES_PER_TRAIL`, oldest dropped first)."""
         self.last_used = time.monotonic()
+        self.stand_in: trace.NonRecordingSpan | None = None
+        """The last stand-in handed out for an unrecorded runtime span (`stand_in_for`)."""
+
+    def stand_in_for(self, context: SpanContext) -> trace.NonRecordingSpan:
+        """A span that records nothing, with `context`: the last one handed out when it has that
+        very context (runtime spans the run does not record come some fifty a 5-message run, most
+        in a row under the same span; a stand-in holds nothing else)."""
+        stand_in = self.stand_in
+        if stand_in is None or stand_in.get_span_context() is not context:
+            stand_in = self.stand_in = trace.NonRecordingSpan(context)
+        return stand_in
 
     def span_ids(self) -> list[int]:
         return [*self.nodes, *self.pinned]
@@ -190,6 +201,7 @@ class Registry:
             trail.nodes.clear()
             trail.pinned.clear()
             trail.under_anchor.clear()
+            trail.stand_in = None
             runs = self._runs_by_trace.get(trail.trace_id)
             if runs is not None and trail in runs:
                 runs.remove(trail)
@@ -216,9 +228,12 @@ class Registry:
         span_id = span_context.span_id
         node = self._nodes.get(span_id)
         if node is not None and span_id in node.trail.nodes:  # else a workflow span: pinned
-            with self._lock:
-                if span_id in node.trail.nodes:  # (unless dropped meanwhile)
-                    node.trail.nodes.move_to_end(span_id)  # used: dropped last
+            # used: dropped last. One C call on the ordered dict, whole under the GIL (or the
+            # object's own lock without it): no lock of ours, some 20 a 5-message run
+            try:
+                node.trail.nodes.move_to_end(span_id)
+            except KeyError:  # dropped meanwhile
+                pass
         return node
 
     def lookup_links(self, links: Sequence[Link] | None) -> Node | None:
@@ -288,6 +303,7 @@ class Registry:
                 self._nodes.pop(span_id, None)
             trail.nodes.clear()
             trail.under_anchor.clear()
+            trail.stand_in = None
 
     # --- what is kept ---------------------------------------------------------------------------
 
