@@ -425,6 +425,57 @@ def test_model_clients_defined_or_changed_after_a_traced_run_are_traced_from_the
     assert len({s.context.trace_id for s in calls}) == 3
 
 
+def test_a_method_assigned_to_a_subclass_that_inherited_it_is_traced_from_the_next_run(capture: Capture) -> None:
+    """The subclass had no `create` of its own (none in the ledger): assigned after a traced run,
+    it is found at the next run's start all the same."""
+
+    class Inheriting(ReplayChatCompletionClient):
+        pass
+
+    async def one_call(client: ChatCompletionClient) -> None:
+        await AssistantAgent("solo", model_client=client).run(task="hi")
+
+    asyncio.run(one_call(Inheriting([text("inherited")], model_info=replay().model_info)))
+
+    async def create_assigned_later(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return text("assigned")
+
+    Inheriting.create = create_assigned_later  # type: ignore[method-assign]
+    asyncio.run(one_call(Inheriting([], model_info=replay().model_info)))
+
+    calls = [s for s in capture.spans() if s.name.startswith("chat")]
+    assert len(calls) == 2, "the method assigned to the subclass: wrapped at the next start"
+
+
+def test_uninstrument_lets_go_of_a_client_class_defined_in_a_function(capture: Capture) -> None:
+    """What a run's start remembers of the wrapped methods goes with `uninstrument()`: a class
+    defined in a function (its `create` holds it through `super()`) is collected once dropped."""
+    import gc
+    import weakref
+
+    def a_client_class() -> type[ReplayChatCompletionClient]:
+        class Local(ReplayChatCompletionClient):
+            async def create(self, *args: Any, **kwargs: Any) -> Any:
+                return await super().create(*args, **kwargs)
+
+        return Local
+
+    async def one_call(client: ChatCompletionClient) -> None:
+        await AssistantAgent("solo", model_client=client).run(task="hi")
+
+    local = a_client_class()
+    asyncio.run(one_call(local([text("hi")], model_info=replay().model_info)))
+    asyncio.run(one_call(replay(text("again"))))  # a run's start that remembers what it read
+    gone = weakref.ref(local)
+    otel_agents.AutoGenInstrumentor().uninstrument()
+    try:
+        del local
+        gc.collect()
+        assert gone() is None, "nothing of otel-agents holds the class"
+    finally:
+        otel_agents.AutoGenInstrumentor().instrument()
+
+
 async def test_a_run_puts_back_a_wrapper_someone_else_replaced(capture: Capture) -> None:
     await writers_room(max_messages=2).run(task="go")
     before = patched_places()

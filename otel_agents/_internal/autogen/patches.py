@@ -52,10 +52,9 @@ def unsupported_autogen() -> str | None:
     return _support[1]
 
 
-_installed: tuple[int, tuple[tuple[type, tuple[str, ...]], ...], tuple[object, ...]] | None = None
-"""After a whole `install()`: how many times `restore_all()` had run as it began, each base
-class with the method names it wraps on the base's subclasses, and the last reading of
-`wrapping.attributes_now` that found nothing to install (empty until one did)."""
+_installed: tuple[int, tuple[tuple[type, tuple[str, ...]], ...]] | None = None
+"""After a whole `install()`: how many times `restore_all()` had run as it began, and each base
+class with the method names it wraps on the base's subclasses."""
 
 
 def install() -> None:
@@ -103,8 +102,8 @@ def install() -> None:
         wrapping.wrap_subclasses(cls, wrappers)
         wrapping.on_subclass(cls, wrappers)  # classes defined from now on: as they are created
         wrapped.append((cls, tuple(wrappers)))
-    bases = (*wrapped, *model_clients.wrapped_in_subclasses(), *tools.wrapped_in_subclasses())
-    _installed = (restored, bases, ())  # no reading yet: one made now could miss a method assigned meanwhile
+    _installed = (restored, (*wrapped, *model_clients.wrapped_in_subclasses(), *tools.wrapped_in_subclasses()))
+    wrapping.remember(())  # no reading yet: one made now could miss a method assigned meanwhile
 
 
 def install_new_classes() -> None:
@@ -113,19 +112,18 @@ def install_new_classes() -> None:
     a wrapped method assigned) since it last ran. Every run's start calls this; the usual answer,
     nothing new, costs a read of the classes' methods: the methods themselves are looked at only
     when one is not the one found there by the last look that found nothing to install."""
-    global _installed
     done = _installed
     if done is None or done[0] != wrapping.restored():
         install()
         return
-    restored, bases, last_reading = done
+    bases = done[1]
     reading = wrapping.attributes_now(bases)  # read before the look: what changes after it differs next time
-    if wrapping.same_objects(reading, last_reading):
+    if wrapping.unchanged(reading):
         return
     if not wrapping.all_in_place() or any(wrapping.unwrapped_in_subclasses(base, names) for base, names in bases):
         install()
     else:
-        _installed = (restored, bases, reading)
+        wrapping.remember(reading)
 
 
 _grpc_hook = False
@@ -140,7 +138,7 @@ process_state.hold(
     __name__,
     "_support",
     "_installed",
-    bound="one each; _installed's reading holds the methods it read (a few dozen), replaced by the next reading",
+    bound="one each",
     size=lambda: (_support is not None) + (_installed is not None),
     forget=_forget_installed,
 )

@@ -82,7 +82,9 @@ process_state.hold(
     "_active",
     "_every_run",
     "_restored",
-    bound="one entry per wrapped function, emptied by restore_all(); restore_all() is counted",
+    "_last_reading",
+    bound="one entry per wrapped function, emptied by restore_all(); restore_all() is counted; one "
+    "reading of the wrapped places (a few dozen methods), replaced by the next, dropped by restore_all()",
     size=lambda: len(_ledger) + _every_run,
     forget=_forget,
 )
@@ -296,8 +298,8 @@ def all_in_place() -> bool:
 def attributes_now(bases: tuple[tuple[type, tuple[str, ...]], ...]) -> tuple[object, ...]:
     """What stands now at every place `all_in_place()` and `unwrapped_in_subclasses(base, names)`
     read: each ledger entry's attribute, then each name on each subclass of each base (None where
-    the class defines none). A reading the same as an earlier one (`same_objects`) means nothing
-    was wrapped, replaced, defined or assigned there since; reads only, and costs a third of those
+    the class defines none). A reading the same as an earlier one (`unchanged`) means nothing
+    was wrapped, replaced, defined or assigned there since; reads only, and costs less than those
     two checks (a look at each method's mark and `__wrapped__` costs more than its identity)."""
     found: list[object] = [entry.owner.__dict__.get(entry.name) for entry in _ledger]
     for base, names in bases:
@@ -308,10 +310,22 @@ def attributes_now(bases: tuple[tuple[type, tuple[str, ...]], ...]) -> tuple[obj
     return tuple(found)
 
 
-def same_objects(now: tuple[object, ...], before: tuple[object, ...]) -> bool:
-    """Whether two readings of `attributes_now` hold the same objects, place by place (by identity:
+_last_reading: tuple[object, ...] = ()
+"""The last reading of `attributes_now` that a full look found nothing to wrap at (`remember`);
+`restore_all()` drops it (it holds our wrappers, and through them the classes they were in)."""
+
+
+def unchanged(reading: tuple[object, ...]) -> bool:
+    """Whether `reading` holds the same objects as the one remembered, place by place (by identity:
     a wrapt proxy is `==` to the function it wraps)."""
-    return len(now) == len(before) and all(map(operator.is_, now, before))
+    before = _last_reading
+    return len(reading) == len(before) and all(map(operator.is_, reading, before))
+
+
+def remember(reading: tuple[object, ...]) -> None:
+    """Keep `reading` (a full look found nothing to wrap there), or () to forget the last one."""
+    global _last_reading
+    _last_reading = reading
 
 
 def _to_wrap(method: object) -> bool:
@@ -335,10 +349,11 @@ def restore_all() -> int:
     """Give back every original we replaced, newest first; the number given back.
 
     An attribute someone else replaced after us is left as it is (ours inside it passes through)."""
-    global _active, _restored
+    global _active, _restored, _last_reading
     with _lock:
         _active = False
         _restored += 1
+        _last_reading = ()
         restored = 0
         while _ledger:
             entry = _ledger.pop()
