@@ -330,3 +330,46 @@ def test_a_signal_that_comes_as_a_runs_span_ends_is_handled_once_it_has_ended() 
     finally:
         signal.signal(signal.SIGUSR1, previous)
     assert steps == ["ended", "handler"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX's")
+def test_a_process_forked_while_a_runs_span_ends_gets_the_signal_handlers_back() -> None:
+    """A process pool's worker thread may fork while the main thread ends a run's span, its
+    handlers set aside: the child gets them back (it kept the note, and a SIGTERM no longer
+    stopped it)."""
+    import threading
+    import warnings
+
+    from otel_agents._internal.run.uninterrupted import uninterrupted
+
+    def leave(signum: int, frame: object) -> None:
+        raise SystemExit(7)
+
+    read, write = os.pipe()
+    children: list[int] = []
+
+    def fork_from_a_thread() -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # (3.12: a fork with threads running)
+            pid = os.fork()
+        if pid == 0:  # the child: say which handler it has, and leave
+            os.write(write, b"ours" if signal.getsignal(signal.SIGTERM) is leave else b"other")
+            os._exit(0)
+        children.append(pid)
+
+    def end() -> None:
+        forker = threading.Thread(target=fork_from_a_thread)
+        forker.start()
+        forker.join()
+
+    previous = signal.signal(signal.SIGTERM, leave)
+    try:
+        uninterrupted(end)
+        (child,) = children
+        said = os.read(read, 16)
+        assert os.waitpid(child, 0)[1] == 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        os.close(read)
+        os.close(write)
+    assert said == b"ours", "the child has the app's handler back"

@@ -17,14 +17,19 @@ such as asyncio's wakeup fd, happened when it came).
   and so are the handlers of signals apps do not stop on (`_SIGNALS` says which are looked at).
 - A handler whose signal came before the handlers were set aside runs before the span ends: the
   span is still open then, and the caller's fallback ends it.
+- A process forked meanwhile (from another thread: a process pool's worker) gets the handlers
+  back at once: it would otherwise keep the note for good (a SIGTERM would no longer stop it).
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Callable
 from types import FrameType
+
+from otel_agents._internal import process_state
 
 _SIGNALS = tuple(
     getattr(signal, name)
@@ -49,7 +54,9 @@ def uninterrupted(action: Callable[[], object]) -> None:
     def note(signum: int, frame: FrameType | None) -> None:
         came.append(signum)
 
-    set_aside: dict[int, Callable[[int, FrameType | None], object]] = {}
+    global _set_aside_now
+    set_aside: dict[int, _Handler] = {}
+    _set_aside_now = set_aside  # (a fork from another thread from now on puts them back in its child)
     try:
         for signum in _SIGNALS:
             handler = signal.getsignal(signum)
@@ -62,10 +69,40 @@ def uninterrupted(action: Callable[[], object]) -> None:
                     break
         action()
     finally:
-        _put_back(set_aside, came)
+        try:
+            _put_back(set_aside, came)
+        finally:
+            _set_aside_now = None
 
 
-def _put_back(set_aside: dict[int, Callable[[int, FrameType | None], object]], came: list[int]) -> None:
+_Handler = Callable[[int, FrameType | None], object]
+_set_aside_now: dict[int, _Handler] | None = None
+"""The handlers set aside while a run's span ends in the main thread, else None."""
+
+
+def _put_back_in_child() -> None:
+    """(In a forked child.) The handlers set aside in the parent as it forked, put back."""
+    global _set_aside_now
+    set_aside, _set_aside_now = _set_aside_now, None
+    for signum, handler in list((set_aside or {}).items()):
+        try:
+            signal.signal(signum, handler)
+        except Exception:  # the others are put back all the same
+            continue
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_put_back_in_child)
+process_state.hold(
+    __name__,
+    "_set_aside_now",
+    bound="the handlers set aside while a run's span ends (at most one per signal looked at), else None",
+    size=lambda: len(_set_aside_now or ()),
+    forget=None,
+)
+
+
+def _put_back(set_aside: dict[int, _Handler], came: list[int]) -> None:
     """Put every handler set aside back, even when one put back already raises on the way (its
     signal came in between); then run the handler of each signal noted, as Python would have."""
     raised: BaseException | None = None
