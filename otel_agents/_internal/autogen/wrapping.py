@@ -83,8 +83,10 @@ process_state.hold(
     "_every_run",
     "_restored",
     "_last_reading",
+    "_ledger_outside_the_walk",
     bound="one entry per wrapped function, emptied by restore_all(); restore_all() is counted; one "
-    "reading of the wrapped places (a few dozen methods), replaced by the next, dropped by restore_all()",
+    "reading of the wrapped places (a few dozen methods), replaced by the next, dropped by restore_all(); "
+    "the ledger's places outside the walk, worked out again when the ledger changes, dropped by restore_all()",
     size=lambda: len(_ledger) + _every_run,
     forget=_forget,
 )
@@ -301,13 +303,31 @@ def attributes_now(bases: tuple[tuple[type, tuple[str, ...]], ...]) -> tuple[obj
     the class defines none). A reading the same as an earlier one (`unchanged`) means nothing
     was wrapped, replaced, defined or assigned there since; reads only, and costs less than those
     two checks (a look at each method's mark and `__wrapped__` costs more than its identity)."""
-    found: list[object] = [entry.owner.__dict__.get(entry.name) for entry in _ledger]
+    found: list[object] = [namespace.get(name) for namespace, name in _outside_the_walk(bases)]
     for base, names in bases:
         for cls in _classes_under(base):
             own = cls.__dict__
             for name in names:
                 found.append(own.get(name))
     return tuple(found)
+
+
+_ledger_outside_the_walk: tuple[int, int, object, tuple[tuple[Any, str], ...]] = (-1, -1, None, ())
+"""(restore_all()'s count, the ledger's length, the bases, the places): the ledger's places that no
+base's walk in `attributes_now` reads (the class-creation hooks, module functions, `run` methods),
+each as its owner's namespace and the name. Within one count of restore_all() the ledger only
+grows, so the two numbers say when to work them out again."""
+
+
+def _outside_the_walk(bases: tuple[tuple[type, tuple[str, ...]], ...]) -> tuple[tuple[Any, str], ...]:
+    global _ledger_outside_the_walk
+    restored, length, of, places = _ledger_outside_the_walk
+    if restored != _restored or length != len(_ledger) or of is not bases:
+        restored, length = _restored, len(_ledger)  # (an entry added meanwhile: worked out again next time)
+        walked = {(cls, name) for base, names in bases for cls in _classes_under(base) for name in names}
+        places = tuple((e.owner.__dict__, e.name) for e in list(_ledger) if (e.owner, e.name) not in walked)
+        _ledger_outside_the_walk = (restored, length, bases, places)
+    return places
 
 
 _last_reading: tuple[object, ...] = ()
@@ -349,11 +369,12 @@ def restore_all() -> int:
     """Give back every original we replaced, newest first; the number given back.
 
     An attribute someone else replaced after us is left as it is (ours inside it passes through)."""
-    global _active, _restored, _last_reading
+    global _active, _restored, _last_reading, _ledger_outside_the_walk
     with _lock:
         _active = False
         _restored += 1
         _last_reading = ()
+        _ledger_outside_the_walk = (-1, -1, None, ())
         restored = 0
         while _ledger:
             entry = _ledger.pop()
