@@ -65,6 +65,16 @@ def stored_traces(store: Path) -> dict[str, tuple[str, Spans]]:
     }
 
 
+def kept_by_the_sampler(store: Path) -> set[str]:
+    """The traces whose run span says why the sampler kept it (`otel_agents.sample.kept_because`)."""
+    reader = Store(store)
+    return {
+        span.trace_id
+        for span in reader.spans()
+        if "otel_agents.run.id" in span.attributes and "otel_agents.sample.kept_because" in span.attributes
+    }
+
+
 def binomial_tail(n: int, p: float, k: int) -> tuple[float, float]:
     """P(X <= k) and P(X >= k) for X ~ Binomial(n, p)."""
     pmf = [math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(n + 1)]
@@ -101,7 +111,11 @@ async def test_four_hundred_runs_at_a_tenth_every_run_that_matters_arrives_whole
         "failed": 40,
     }
     ruled = {t for t, (kind, _) in stored.items() if kind != "plain"}
-    found = arrived(jaeger, service, len(ruled))
+    # every run the sampler kept says so on its run span (the store gets every run): the test waits
+    # for those, not for a count the ruled runs alone reach while Jaeger still takes in the rest
+    kept_here = kept_by_the_sampler(tmp_path)
+    assert ruled <= kept_here, "each ruled run's span says why it was kept"
+    found = poll(lambda: traces_in_jaeger(jaeger, service), lambda found: kept_here <= set(found), within_s=60)
     assert set(found) <= set(stored), "only the runs of this test"
     assert ruled <= set(found), f"{len(ruled - set(found))} of {len(ruled)} failed, looped and costly runs missing"
     partial = [stored[t][0] for t, spans in found.items() if spans != stored[t][1]]
