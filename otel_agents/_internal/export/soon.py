@@ -8,6 +8,13 @@ it to flush, on this thread, never in the caller's (an event loop must not wait 
 - Requests coalesce: one flush per provider however many runs ended while the previous one ran;
   what is pending is at most one entry per provider (by identity: a provider need not be
   hashable).
+- At most one flush each `FLUSH_INTERVAL_S`: a run that ends when the last flush began longer ago
+  than that is flushed at once; one that ends sooner is flushed that long after the last flush
+  began, together with every run ending meanwhile. A thread that wants the GIL while the event
+  loop holds it is woken at each of the loop's short releases of it (each `select`, each
+  `os.urandom`) and mostly goes back to sleep, up to the interpreter's switch interval (5 ms):
+  with a flush at each run's end, some fifty context switches a run and 1.2 ms of the process's
+  CPU in a loop of 6 ms replay runs, whatever the flush exports (BENCHMARKS.md).
 - The thread is a daemon (it never keeps the process alive), started at the first request; a
   forked child starts its own at its first request; `stop()` ends it (a later request starts a
   new one).
@@ -19,17 +26,23 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Any
+import time
+from typing import Any, Final
 
 from otel_agents._internal import process_state
 
 logger = logging.getLogger(__name__)
 
+FLUSH_INTERVAL_S: Final = 0.2
+"""The least time between the starts of two flushes (the module docstring says why)."""
+
 
 class FlushSoon:
-    """Flushes, on one daemon thread, the providers `request()` was called with."""
+    """Flushes, on one daemon thread, the providers `request()` was called with, at most one flush
+    each `interval_s`."""
 
-    def __init__(self) -> None:
+    def __init__(self, interval_s: float = FLUSH_INTERVAL_S) -> None:
+        self.interval_s = interval_s
         self._reset()
         os.register_at_fork(after_in_child=self._reset)
 
@@ -41,13 +54,18 @@ class FlushSoon:
         self._wanted = threading.Event()
         self._pending: dict[int, Any] = {}  # by id: a provider need not be hashable
         self._thread: threading.Thread | None = None
+        self._cut_short = threading.Event()
+        """Set to end the thread's wait between two flushes (`forget`, `stop`); a new one each thread."""
 
     def request(self, provider: Any) -> None:
         """Flush `provider` soon (its `force_flush()`, on the flush thread); returns at once."""
         with self._lock:
             self._pending[id(provider)] = provider
             if self._thread is None:
-                thread = threading.Thread(target=self._work, name="otel-agents-flush-soon", daemon=True)
+                self._cut_short = threading.Event()
+                thread = threading.Thread(
+                    target=self._work, args=(self._cut_short,), name="otel-agents-flush-soon", daemon=True
+                )
                 try:
                     thread.start()
                 except RuntimeError:  # at interpreter exit: the exit's own shutdown delivers
@@ -65,6 +83,7 @@ class FlushSoon:
             if self._pending:
                 return
             self._thread = None
+            self._cut_short.set()
         self._wanted.set()
 
     def stop(self) -> None:
@@ -72,6 +91,7 @@ class FlushSoon:
         with self._lock:
             self._thread = None
             self._pending.clear()
+            self._cut_short.set()
         self._wanted.set()
 
     def running(self) -> bool:
@@ -83,15 +103,21 @@ class FlushSoon:
         with self._lock:
             return list(self._pending.values())
 
-    def _work(self) -> None:
+    def _work(self, cut_short: threading.Event) -> None:
         me = threading.current_thread()
+        interval_s = self.interval_s
+        began = time.monotonic() - interval_s
         while True:
             self._wanted.wait()
+            wait_s = began + interval_s - time.monotonic()
+            if wait_s > 0:  # flushed less than an interval ago: the runs ending meanwhile go together
+                cut_short.wait(wait_s)
             with self._lock:
                 if self._thread is not me:
                     return  # stopped (or forked: this object now belongs to another process's thread)
                 self._wanted.clear()
                 providers, self._pending = self._pending, {}
+            began = time.monotonic()
             for provider in providers.values():
                 flush = getattr(provider, "force_flush", None)
                 if flush is None:
