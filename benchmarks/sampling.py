@@ -1,7 +1,7 @@
 """Runs sampled in the process (`OTEL_AGENTS_SAMPLE_RUNS`): what it costs a service, and what waits.
 
     python -m benchmarks.sampling [--rounds 100] [--concurrency 16] [--latency-ms 50] [--open-runs 1000]
-                                  [--traces-only] [--in-process] [--no-memory] [--json FILE]
+                                  [--traces-only] [--in-process] [--reference TREE] [--no-memory] [--json FILE]
 
 1. The service benchmark (`benchmarks.service`: concurrent two-agent runs through the real OpenAI
    client against a local server) exporting over OTLP/HTTP to a local sink, so the export work is
@@ -13,7 +13,9 @@
    and the endpoint (traces and metrics, as the endpoint turns both on), and the same with
    `OTEL_AGENTS_SAMPLE_RUNS=0.1`. `--traces-only` adds both otel-agents modes with
    OTEL_METRICS_EXPORTER=none (what the metrics cost); `--in-process` adds AutoGen's and
-   otel-agents' spans to a counting exporter in the process (what encoding and sending cost). The
+   otel-agents' spans to a counting exporter in the process (what encoding and sending cost).
+   `--reference TREE` adds each otel-agents OTLP mode with otel_agents imported from another tree (a
+   worktree of an older commit), as `MODE@TREE`, in the same sitting. The
    targets (of the benchmark, never of a test): otel-agents with the endpoint within 1.08x of
    untraced in throughput and below `autogen-otlp`; sampled at 0.1 within 1.05x.
 2. The memory waiting spans take (tracemalloc, the process's Python allocations): `concurrency`
@@ -190,10 +192,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--in-process", action="store_true", help="also AutoGen's and otel-agents' spans to a counting exporter"
     )
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        metavar="TREE",
+        help="also each otel-agents OTLP mode from this tree (a worktree of another commit), as MODE@TREE",
+    )
     parser.add_argument("--no-memory", action="store_true", help="the service workload only")
     parser.add_argument("--json", type=Path, help="also write the numbers as JSON")
     args = parser.parse_args(argv)
     modes = MODES + (TRACES_ONLY if args.traces_only else ()) + (IN_PROCESS if args.in_process else ())
+    if args.reference is not None:
+        tree = args.reference.resolve()
+        modes += tuple(f"{mode}@{tree}" for mode in modes if mode.startswith("otel-agents-otlp"))
     with otlp_sink() as (endpoint, counts):
         os.environ["BENCH_OTLP_ENDPOINT"] = endpoint  # the workers, spawned now, read it
         results = service.measure(args.rounds, args.concurrency, args.latency_ms / 1e3, modes)

@@ -42,3 +42,19 @@ def test_the_sampling_benchmark_exports_each_otlp_mode_to_its_own_sink_process(t
     assert "metric points" not in received["autogen-otlp"]
     for mode in ("untraced", "autogen", "otel-agents"):  # nothing of theirs reaches the sink
         assert mode not in received
+
+
+def test_the_sampling_benchmark_adds_each_otlp_mode_of_the_reference_tree(tmp_path: Path) -> None:
+    numbers = tmp_path / "sampling.json"
+    command = [sys.executable, "-m", "benchmarks.sampling", "--rounds", "1", "--concurrency", "1", "--no-memory"]
+    command += ["--reference", str(ROOT), "--json", str(numbers)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(numbers.read_text())
+    references = {f"otel-agents-otlp@{ROOT}", f"otel-agents-otlp-sampled@{ROOT}"}
+    assert (
+        set(results["modes"])
+        == {"untraced", "autogen-otlp", "otel-agents-otlp", "otel-agents-otlp-sampled"} | references
+    )
+    assert results["received"][f"otel-agents-otlp@{ROOT}"]["spans"] > 0, "the reference tree's runs were exported"
