@@ -13,15 +13,19 @@ WAIT_S = 10.0
 
 
 class Provider:
-    """A provider that notes when each flush of it began, and says so."""
+    """A provider that notes when each flush of it began, and says so; `hold` keeps its flushes
+    from returning until the test sets it."""
 
-    def __init__(self) -> None:
+    def __init__(self, hold: threading.Event | None = None) -> None:
         self.flushed_at: list[float] = []
         self.flushed = threading.Semaphore(0)
+        self.hold = hold
 
     def force_flush(self) -> bool:
         self.flushed_at.append(time.monotonic())
         self.flushed.release()
+        if self.hold is not None:
+            assert self.hold.wait(WAIT_S)
         return True
 
     def wait_for_flush(self) -> bool:
@@ -49,7 +53,7 @@ def test_a_run_ending_after_a_quiet_spell_is_flushed_at_once() -> None:
 
 
 def test_runs_ending_within_the_interval_share_one_flush_an_interval_after_the_last() -> None:
-    interval_s = 0.5
+    interval_s = 2.0
     flush_soon = FlushSoon(interval_s=interval_s)
     first, second = Provider(), Provider()
     try:
@@ -103,4 +107,40 @@ def test_a_request_after_stop_is_flushed_at_once_by_a_new_thread() -> None:
     try:
         assert provider.wait_for_flush(), "a new thread waited for the old one's interval"
     finally:
+        flush_soon.stop()
+
+
+def test_a_new_thread_keeps_the_interval_too() -> None:
+    interval_s = 2.0
+    flush_soon = FlushSoon(interval_s=interval_s)
+    provider = Provider()
+    flush_soon.request(provider)
+    assert provider.wait_for_flush()
+    flush_soon.stop()
+    try:
+        flush_soon.request(provider)  # a new thread: at once
+        assert provider.wait_for_flush()
+        flush_soon.request(provider)
+        assert provider.wait_for_flush()
+        assert provider.flushed_at[2] - provider.flushed_at[1] >= interval_s * 0.9, "the new thread kept no interval"
+    finally:
+        flush_soon.stop()
+
+
+def test_a_thread_stopped_while_it_flushes_ends_once_the_flush_returns() -> None:
+    flush_soon = FlushSoon(interval_s=3600.0)
+    release = threading.Event()
+    slow, other = Provider(hold=release), Provider()
+    flush_soon.request(slow)
+    assert slow.wait_for_flush()  # the first thread is inside the slow flush
+    first = flush_thread_of(flush_soon)
+    flush_soon.stop()
+    flush_soon.request(other)  # a second thread takes the request (and clears the wake-up)
+    try:
+        assert other.wait_for_flush()
+        release.set()
+        first.join(timeout=WAIT_S)
+        assert not first.is_alive(), "the stopped thread lingers after its flush"
+    finally:
+        release.set()
         flush_soon.stop()

@@ -107,7 +107,7 @@ class FlushSoon:
         me = threading.current_thread()
         interval_s = self.interval_s
         began = time.monotonic() - interval_s
-        while True:
+        while not cut_short.is_set():  # (set: stopped while flushing; a new thread may have the event)
             self._wanted.wait()
             wait_s = began + interval_s - time.monotonic()
             if wait_s > 0:  # flushed less than an interval ago: the runs ending meanwhile go together
@@ -117,6 +117,8 @@ class FlushSoon:
                     return  # stopped (or forked: this object now belongs to another process's thread)
                 self._wanted.clear()
                 providers, self._pending = self._pending, {}
+            if not providers:  # woken by a request already taken: no flush, no new interval
+                continue
             began = time.monotonic()
             for provider in providers.values():
                 flush = getattr(provider, "force_flush", None)
