@@ -7,8 +7,9 @@ Each mode (untraced; otel-agents with default settings and a counting exporter; 
 TREE`, otel-agents imported from another tree, such as a worktree of an older commit, as
 `otel-agents@TREE`) lives in a worker process of its own. Each round, in a new random order, every
 worker makes `runs` replay-5 runs one after the other (no pause between them: a run's end is the
-next one's start) and reports the process's CPU time (user and system, every thread's), the wall
-time, and the voluntary context switches of its threads. Reported: medians of a run's CPU and wall
+next one's start), then flushes its pipeline (every span of the round exported within its
+measure), and reports the process's CPU time (user and system, every thread's), the wall time, and
+its voluntary context switches (every thread's). Reported: medians of a run's CPU and wall
 time, each as a ratio to untraced in the same sitting, and the context switches a run.
 
 Unlike `benchmarks.run` (one run at a time, the worker idle between runs) this leaves a thread of
@@ -37,16 +38,6 @@ MODES = ("untraced", "otel-agents")
 WARM_UP_RUNS = 10
 
 
-def _voluntary_switches() -> int:
-    """The voluntary context switches of every thread of this process so far (Linux: /proc)."""
-    total = 0
-    for status in Path("/proc/self/task").glob("*/status"):
-        for line in status.read_text().splitlines():
-            if line.startswith("voluntary_ctxt_switches:"):
-                total += int(line.split()[1])
-    return total
-
-
 def _worker(mode_name: str, connection: Connection) -> None:
     import logging
     import signal
@@ -62,21 +53,23 @@ def _worker(mode_name: str, connection: Connection) -> None:
         assert imported.is_relative_to(Path(tree).resolve()), f"{imported} is not from {tree}"
     from benchmarks.workloads import replay_team, set_up
 
-    set_up(name)
+    mode = set_up(name)
 
     async def back_to_back(runs: int) -> None:
         for _ in range(runs):
             await replay_team(5).run(task="go")
 
     asyncio.run(back_to_back(WARM_UP_RUNS))
+    mode.flush()
     connection.send("ready")
     while (runs := connection.recv()) is not None:
-        before, switches, started = resource.getrusage(resource.RUSAGE_SELF), _voluntary_switches(), time.perf_counter()
+        before, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         asyncio.run(back_to_back(runs))
+        mode.flush()  # the round's spans exported inside its measure, whenever the mode would export them
         wall = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_SELF)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        connection.send((cpu / runs, wall / runs, (_voluntary_switches() - switches) / runs))
+        connection.send((cpu / runs, wall / runs, (after.ru_nvcsw - before.ru_nvcsw) / runs))
 
 
 def measure(rounds: int, runs: int, modes: tuple[str, ...]) -> dict[str, dict[str, float]]:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.reference_tree import reference_tree
+
 pytestmark = [pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,16 +47,16 @@ def test_the_sampling_benchmark_exports_each_otlp_mode_to_its_own_sink_process(t
 
 
 def test_the_sampling_benchmark_adds_each_otlp_mode_of_the_reference_tree(tmp_path: Path) -> None:
-    numbers = tmp_path / "sampling.json"
+    numbers, tree = tmp_path / "sampling.json", reference_tree(tmp_path)
     command = [sys.executable, "-m", "benchmarks.sampling", "--rounds", "1", "--concurrency", "1", "--no-memory"]
-    command += ["--reference", str(ROOT), "--json", str(numbers)]
+    command += ["--reference", str(tree), "--json", str(numbers)]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
 
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(numbers.read_text())
-    references = {f"otel-agents-otlp@{ROOT}", f"otel-agents-otlp-sampled@{ROOT}"}
+    references = {f"otel-agents-otlp@{tree}", f"otel-agents-otlp-sampled@{tree}"}
     assert (
         set(results["modes"])
         == {"untraced", "autogen-otlp", "otel-agents-otlp", "otel-agents-otlp-sampled"} | references
     )
-    assert results["received"][f"otel-agents-otlp@{ROOT}"]["spans"] > 0, "the reference tree's runs were exported"
+    assert results["received"][f"otel-agents-otlp@{tree}"]["spans"] > 0, "the reference tree's runs were exported"
