@@ -44,16 +44,9 @@ def _worker(mode_name: str, connection: Connection) -> None:
 
     signal.signal(signal.SIGINT, signal.default_int_handler)  # asyncio's SIGINT handler, as in a terminal
     logging.getLogger("otel_agents").setLevel(logging.ERROR)  # one-time unpriced-model warnings
-    name, _, tree = mode_name.partition("@")  # "otel-agents@/a/tree": that tree's otel_agents
-    if tree:
-        sys.path.insert(0, tree)
-        import otel_agents
+    from benchmarks.workloads import from_tree, replay_team, set_up
 
-        imported = Path(otel_agents.__file__).resolve()
-        assert imported.is_relative_to(Path(tree).resolve()), f"{imported} is not from {tree}"
-    from benchmarks.workloads import replay_team, set_up
-
-    mode = set_up(name)
+    mode = set_up(from_tree(mode_name))
 
     async def back_to_back(runs: int) -> None:
         for _ in range(runs):

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.workloads import Mode, set_up  # noqa: E402
+from benchmarks.workloads import Mode, from_tree, set_up  # noqa: E402
 
 SERVICE_MODES = ("untraced", "autogen", "otel-agents")
 
@@ -87,14 +87,7 @@ def _worker(mode_name: str, connection: Connection) -> None:
 
     logging.getLogger("otel_agents").setLevel(logging.ERROR)  # one-time unpriced-model warnings
     os.environ["OTEL_SERVICE_NAME"] = mode_name  # what an OTLP sink tells each mode's spans by
-    name, _, tree = mode_name.partition("@")  # "otel-agents@/a/tree": that tree's otel_agents
-    if tree:
-        sys.path.insert(0, tree)
-        import otel_agents
-
-        imported = Path(otel_agents.__file__).resolve()
-        assert imported.is_relative_to(Path(tree).resolve()), f"{imported} is not from {tree}"
-    mode = _set_up(name)
+    mode = _set_up(from_tree(mode_name))
     connection.send("ready")
     loop = asyncio.new_event_loop()
     while (request := connection.recv()) is not None:

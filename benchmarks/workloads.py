@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -24,6 +26,19 @@ class CountingExporter(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         self.spans += len(spans)
         return SpanExportResult.SUCCESS
+
+
+def from_tree(mode_name: str) -> str:
+    """The mode of `mode_name`; for "otel-agents@/a/tree", with that tree's otel_agents imported
+    first (a worktree of another commit, measured beside this one), checked to come from it."""
+    name, _, tree = mode_name.partition("@")
+    if tree:
+        sys.path.insert(0, tree)
+        import otel_agents
+
+        imported = Path(otel_agents.__file__).resolve()
+        assert imported.is_relative_to(Path(tree).resolve()), f"{imported} is not from {tree}"
+    return name
 
 
 @dataclass

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+
+import pytest
 
 from otel_agents._internal.export.soon import FLUSH_INTERVAL_S, FlushSoon
 
@@ -37,41 +40,41 @@ def flush_thread_of(flush_soon: FlushSoon) -> threading.Thread:
     return thread
 
 
+@pytest.fixture
+def flush_soon() -> Iterator[FlushSoon]:
+    """A flush thread of the test's own, an hour between two flushes unless the test sets less
+    before its first request; stopped after the test."""
+    flushing = FlushSoon(interval_s=3600.0)
+    yield flushing
+    flushing.stop()
+
+
 def test_the_interval_is_a_fifth_of_a_second() -> None:
     assert FLUSH_INTERVAL_S == 0.2
     assert FlushSoon().interval_s == FLUSH_INTERVAL_S
 
 
-def test_a_run_ending_after_a_quiet_spell_is_flushed_at_once() -> None:
-    flush_soon = FlushSoon(interval_s=3600.0)
+def test_a_run_ending_after_a_quiet_spell_is_flushed_at_once(flush_soon: FlushSoon) -> None:
     provider = Provider()
-    try:
-        flush_soon.request(provider)
-        assert provider.wait_for_flush(), "the first flush waited for the interval"
-    finally:
-        flush_soon.stop()
+    flush_soon.request(provider)
+    assert provider.wait_for_flush(), "the first flush waited for the interval"
 
 
-def test_runs_ending_within_the_interval_share_one_flush_an_interval_after_the_last() -> None:
-    interval_s = 2.0
-    flush_soon = FlushSoon(interval_s=interval_s)
+def test_runs_ending_within_the_interval_share_one_flush_an_interval_after_the_last(flush_soon: FlushSoon) -> None:
+    flush_soon.interval_s = 2.0
     first, second = Provider(), Provider()
-    try:
-        flush_soon.request(first)
-        assert first.wait_for_flush()
-        flush_soon.request(first)
-        flush_soon.request(second)
-        flush_soon.request(first)
-        assert first.wait_for_flush() and second.wait_for_flush()
-        assert len(first.flushed_at) == 2, "the requests within the interval were flushed once"
-        assert first.flushed_at[1] - first.flushed_at[0] >= interval_s * 0.9, "flushed again within the interval"
-        assert not flush_soon.pending()
-    finally:
-        flush_soon.stop()
+    flush_soon.request(first)
+    assert first.wait_for_flush()
+    flush_soon.request(first)
+    flush_soon.request(second)
+    flush_soon.request(first)
+    assert first.wait_for_flush() and second.wait_for_flush()
+    assert len(first.flushed_at) == 2, "the requests within the interval were flushed once"
+    assert first.flushed_at[1] - first.flushed_at[0] >= 2.0 * 0.9, "flushed again within the interval"
+    assert not flush_soon.pending()
 
 
-def test_stop_ends_the_thread_waiting_out_the_interval_and_drops_what_waited() -> None:
-    flush_soon = FlushSoon(interval_s=3600.0)
+def test_stop_ends_the_thread_waiting_out_the_interval_and_drops_what_waited(flush_soon: FlushSoon) -> None:
     provider = Provider()
     flush_soon.request(provider)
     assert provider.wait_for_flush()
@@ -84,8 +87,7 @@ def test_stop_ends_the_thread_waiting_out_the_interval_and_drops_what_waited() -
     assert provider.flushed_at[1:] == [] and not flush_soon.pending()
 
 
-def test_forgetting_the_last_provider_ends_the_thread_waiting_out_the_interval() -> None:
-    flush_soon = FlushSoon(interval_s=3600.0)
+def test_forgetting_the_last_provider_ends_the_thread_waiting_out_the_interval(flush_soon: FlushSoon) -> None:
     provider = Provider()
     flush_soon.request(provider)
     assert provider.wait_for_flush()
@@ -97,38 +99,29 @@ def test_forgetting_the_last_provider_ends_the_thread_waiting_out_the_interval()
     assert not flush_soon.running()
 
 
-def test_a_request_after_stop_is_flushed_at_once_by_a_new_thread() -> None:
-    flush_soon = FlushSoon(interval_s=3600.0)
+def test_a_request_after_stop_is_flushed_at_once_by_a_new_thread(flush_soon: FlushSoon) -> None:
     provider = Provider()
     flush_soon.request(provider)
     assert provider.wait_for_flush()
     flush_soon.stop()
     flush_soon.request(provider)
-    try:
-        assert provider.wait_for_flush(), "a new thread waited for the old one's interval"
-    finally:
-        flush_soon.stop()
+    assert provider.wait_for_flush(), "a new thread waited for the old one's interval"
 
 
-def test_a_new_thread_keeps_the_interval_too() -> None:
-    interval_s = 2.0
-    flush_soon = FlushSoon(interval_s=interval_s)
+def test_a_new_thread_keeps_the_interval_too(flush_soon: FlushSoon) -> None:
+    flush_soon.interval_s = 2.0
     provider = Provider()
     flush_soon.request(provider)
     assert provider.wait_for_flush()
     flush_soon.stop()
-    try:
-        flush_soon.request(provider)  # a new thread: at once
-        assert provider.wait_for_flush()
-        flush_soon.request(provider)
-        assert provider.wait_for_flush()
-        assert provider.flushed_at[2] - provider.flushed_at[1] >= interval_s * 0.9, "the new thread kept no interval"
-    finally:
-        flush_soon.stop()
+    flush_soon.request(provider)  # a new thread: at once
+    assert provider.wait_for_flush()
+    flush_soon.request(provider)
+    assert provider.wait_for_flush()
+    assert provider.flushed_at[2] - provider.flushed_at[1] >= 2.0 * 0.9, "the new thread kept no interval"
 
 
-def test_a_thread_stopped_while_it_flushes_ends_once_the_flush_returns() -> None:
-    flush_soon = FlushSoon(interval_s=3600.0)
+def test_a_thread_stopped_while_it_flushes_ends_once_the_flush_returns(flush_soon: FlushSoon) -> None:
     release = threading.Event()
     slow, other = Provider(hold=release), Provider()
     flush_soon.request(slow)
@@ -143,4 +136,3 @@ def test_a_thread_stopped_while_it_flushes_ends_once_the_flush_returns() -> None
         assert not first.is_alive(), "the stopped thread lingers after its flush"
     finally:
         release.set()
-        flush_soon.stop()
