@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing
 import random
 import resource
 import statistics
@@ -33,6 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from benchmarks.workloads import start_workers, stop_workers  # noqa: E402
 
 MODES = ("untraced", "otel-agents")
 WARM_UP_RUNS = 10
@@ -67,15 +68,7 @@ def _worker(mode_name: str, connection: Connection) -> None:
 
 def measure(rounds: int, runs: int, modes: tuple[str, ...]) -> dict[str, dict[str, float]]:
     """Each of `modes` (the first is the base of the ratios: untraced) in a worker of its own."""
-    context = multiprocessing.get_context("spawn")
-    pipes: dict[str, Connection] = {}
-    processes: list[multiprocessing.process.BaseProcess] = []
-    for name in modes:
-        parent, child = context.Pipe()
-        process = context.Process(target=_worker, args=(name, child), daemon=True)
-        process.start()
-        assert parent.recv() == "ready"
-        pipes[name], processes = parent, [*processes, process]
+    pipes, processes = start_workers(_worker, modes)
     measured: dict[str, list[tuple[float, float, float]]] = {m: [] for m in modes}
     try:
         order = list(modes)
@@ -85,10 +78,7 @@ def measure(rounds: int, runs: int, modes: tuple[str, ...]) -> dict[str, dict[st
                 pipes[name].send(runs)
                 measured[name].append(pipes[name].recv())
     finally:
-        for pipe in pipes.values():
-            pipe.send(None)
-        for worker in processes:
-            worker.join(timeout=30)
+        stop_workers(pipes, processes)
     base_cpu = statistics.median(cpu for cpu, _, _ in measured[modes[0]])
     base_wall = statistics.median(wall for _, wall, _ in measured[modes[0]])
     results = {}

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing
 import random
 import statistics
 import sys
@@ -29,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.workloads import Mode, from_tree, set_up  # noqa: E402
+from benchmarks.workloads import Mode, from_tree, set_up, start_workers, stop_workers  # noqa: E402
 
 SERVICE_MODES = ("untraced", "autogen", "otel-agents")
 
@@ -107,15 +106,7 @@ def measure(
     """Each of `modes` (the first is the base of the ratios: untraced) in a worker of its own."""
     from tests.support.openai_server import OpenAIServer, Reply
 
-    context = multiprocessing.get_context("spawn")
-    pipes: dict[str, Connection] = {}
-    processes = []
-    for name in modes:
-        parent, child = context.Pipe()
-        process = context.Process(target=_worker, args=(name, child), daemon=True)
-        process.start()
-        assert parent.recv() == "ready"
-        pipes[name], processes = parent, [*processes, process]
+    pipes, processes = start_workers(_worker, modes)
     took: dict[str, list[float]] = {m: [] for m in modes}
     latencies: dict[str, list[float]] = {m: [] for m in modes}
     spans: dict[str, list[float]] = {m: [] for m in modes}
@@ -132,10 +123,7 @@ def measure(
                         latencies[name] += each
                         spans[name].append(count / concurrency)
     finally:
-        for pipe in pipes.values():
-            pipe.send(None)
-        for process in processes:
-            process.join(timeout=30)
+        stop_workers(pipes, processes)
     base = {
         "throughput": concurrency / statistics.median(took["untraced"]),
         "p50": statistics.median(latencies["untraced"]),

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,32 @@ class CountingExporter(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         self.spans += len(spans)
         return SpanExportResult.SUCCESS
+
+
+def start_workers(
+    worker: Callable[[str, Connection], None], modes: Sequence[str]
+) -> tuple[dict[str, Connection], list[BaseProcess]]:
+    """`worker(mode, connection)` for each mode in a process of its own (spawned), once each has
+    said "ready": the pipe to each, and the processes."""
+    context = multiprocessing.get_context("spawn")
+    pipes: dict[str, Connection] = {}
+    processes: list[BaseProcess] = []
+    for name in modes:
+        parent, child = context.Pipe()
+        process = context.Process(target=worker, args=(name, child), daemon=True)
+        process.start()
+        assert parent.recv() == "ready"
+        pipes[name] = parent
+        processes.append(process)
+    return pipes, processes
+
+
+def stop_workers(pipes: dict[str, Connection], processes: list[BaseProcess]) -> None:
+    """Tell each worker to end (None), and wait for it a while."""
+    for pipe in pipes.values():
+        pipe.send(None)
+    for process in processes:
+        process.join(timeout=30)
 
 
 def from_tree(mode_name: str) -> str:
