@@ -14,7 +14,8 @@ it to flush, on this thread, never in the caller's (an event loop must not wait 
   loop holds it is woken at each of the loop's short releases of it (each `select`, each
   `os.urandom`) and mostly goes back to sleep, up to the interpreter's switch interval (5 ms):
   with a flush at each run's end, some fifty context switches a run and 1.2 ms of the process's
-  CPU in a loop of 6 ms replay runs, whatever the flush exports (BENCHMARKS.md).
+  CPU in a loop of 6 ms replay runs, whatever the flush exports (BENCHMARKS.md, "a thread of ours
+  waiting for the GIL").
 - The thread is a daemon (it never keeps the process alive), started at the first request; a
   forked child starts its own at its first request; `stop()` ends it (a later request starts a
   new one).
