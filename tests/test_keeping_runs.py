@@ -16,12 +16,15 @@ from autogen_agentchat.conditions import MaxMessageTermination
 from autogen_agentchat.teams import RoundRobinGroupChat
 from opentelemetry import trace
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import Decision, TraceIdRatioBased
 
 import otel_agents
+from otel_agents._internal.config.settings import Sampling
+from otel_agents._internal.export.health import Health
+from otel_agents._internal.export.pipeline import make_processor
 from otel_agents._internal.export.sampling import RunSamplingProcessor
 from otel_agents._internal.export.store.reader import Store
 from tests.support.config import assert_configure_refuses
@@ -138,6 +141,53 @@ async def test_a_kept_run_is_one_batch_that_the_queue_does_not_cut(monkeypatch: 
     assert telemetry.force_flush()
     assert len(exported.batches) == 1 and len(exported.batches[0]) > 2
     assert exported.batches[0][-1].name == "invoke_workflow writers-room"
+
+
+def kept_runs_to(exported: Batches, sizes: Sequence[int]) -> tuple[TracerProvider, list[int]]:
+    """A provider whose run sampler (ratio 0) sends to `exported`, and one run a size, each kept
+    (`error`), of that many spans (its run span last), ended before any flush; their trace ids."""
+    settings = otel_agents.configure(span_exporter=InMemorySpanExporter(), store=False).settings
+    provider = TracerProvider()
+    provider.add_span_processor(RunSamplingProcessor([make_processor(exported, settings, Health())], Sampling(0.0)))
+    tracer = provider.get_tracer("the-app")
+    trace_ids = []
+    for number, size in enumerate(sizes):
+        with tracer.start_as_current_span("run", attributes={"otel_agents.run.id": str(number)}) as run:
+            for step in range(size - 1):
+                with tracer.start_as_current_span(f"step {step}"):
+                    pass
+            run.set_attribute("otel_agents.sample.kept_because", "error")
+            trace_ids.append(run.get_span_context().trace_id)
+    return provider, trace_ids
+
+
+def test_kept_runs_ready_at_one_flush_share_exports_of_at_most_the_batch_size_each_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Changed 2026-12-05 (CHANGELOG): a kept trace was one export of its own; now the traces ready at
+    one flush are joined, in order, up to OTEL_BSP_MAX_EXPORT_BATCH_SIZE spans, never cut."""
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "4")
+    exported = Batches()
+    provider, trace_ids = kept_runs_to(exported, [2, 2, 5, 1, 1])
+    assert provider.force_flush()
+    assert [len(batch) for batch in exported.batches] == [4, 5, 2], "two runs, the five alone, two runs"
+    each_export = [[span.context.trace_id for span in batch] for batch in exported.batches]
+    assert [trace_id for export in each_export for trace_id in dict.fromkeys(export)] == trace_ids, "in order"
+    for export in each_export:  # a run's spans side by side, its run span last: whole
+        ids = list(dict.fromkeys(export))
+        assert export == [trace_id for trace_id in ids for _ in range(export.count(trace_id))]
+    assert [batch[-1].name for batch in exported.batches] == ["run", "run", "run"]
+    assert len(exported.spans) == sum([2, 2, 5, 1, 1])
+    provider.shutdown()
+
+
+def test_with_the_default_batch_size_thirty_seven_kept_runs_of_fourteen_spans_go_in_two_exports() -> None:
+    exported = Batches()
+    provider, trace_ids = kept_runs_to(exported, [14] * 37)
+    assert provider.force_flush()
+    assert [len(batch) for batch in exported.batches] == [36 * 14, 14], "the SDK's 512 spans at most"
+    assert exported.batches[1][0].context.trace_id == trace_ids[-1]
+    provider.shutdown()
 
 
 async def test_ordinary_runs_are_kept_as_trace_id_ratio_based_decides() -> None:

@@ -127,6 +127,9 @@ class Settings:
     """Keys of `run_attributes(attributes=...)` that label the run metrics (OTEL_AGENTS_METRIC_ATTRIBUTES)."""
     span_queue_size: int | None = None
     """OTEL_BSP_MAX_QUEUE_SIZE: how many spans a batch processor holds; None: `SPAN_QUEUE_SIZE`."""
+    span_batch_size: int | None = None
+    """OTEL_BSP_MAX_EXPORT_BATCH_SIZE: how many spans a batch processor exports at once (kept traces
+    joined into one export included); None: `SDK_MAX_EXPORT_BATCH_SIZE`."""
     stream_usage: StreamUsage = "off"
     """OTEL_AGENTS_STREAM_USAGE: `request` asks AutoGen's OpenAI clients for usage on streamed calls."""
     run_parent: RunParent = "current"
@@ -145,9 +148,10 @@ _SPAN_QUEUE_SIZE: Final = next(p for p in BATCHING if p.variables == ("OTEL_BSP_
 _SPAN_BATCH_SIZE: Final = next(p for p in BATCHING if p.variables == ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE",))
 
 
-def _batching(env: Mapping[str, str]) -> int | None:
-    """The span queue size set, if any, once every batching variable is checked (the SDK refuses an
-    export batch larger than its queue with a bare ValueError: refused here, named)."""
+def _batching(env: Mapping[str, str]) -> tuple[int | None, int | None]:
+    """The span queue size and export batch size set, if any, once every batching variable is
+    checked (the SDK refuses an export batch larger than its queue with a bare ValueError: refused
+    here, named)."""
     values = {param: param.from_environ(env) for param in BATCHING}
     queue, batch = values[_SPAN_QUEUE_SIZE], values[_SPAN_BATCH_SIZE]
     if (batch or SDK_MAX_EXPORT_BATCH_SIZE) > (queue or SPAN_QUEUE_SIZE):
@@ -157,7 +161,7 @@ def _batching(env: Mapping[str, str]) -> int | None:
             f"OTEL_BSP_MAX_EXPORT_BATCH_SIZE={batch_text} is more than OTEL_BSP_MAX_QUEUE_SIZE={queue_text}: "
             "a batch must fit in the queue"
         )
-    return queue
+    return queue, batch
 
 
 def _service_name(argument: object, environ: Mapping[str, str]) -> str:
@@ -315,7 +319,7 @@ def resolve_settings(
     name = _service_name(service_name, env)
     for param in (TRACES_SAMPLER, TRACES_SAMPLER_ARG):
         param.from_environ(env)  # validated here; the SDK reads them itself
-    span_queue_size = _batching(env)
+    span_queue_size, span_batch_size = _batching(env)
 
     content = _content(capture_content, redact, env)
     header_map = OTLP_TRACES.headers.checked(headers) if headers is not None else None
@@ -364,6 +368,7 @@ def resolve_settings(
         exporter_timeout_s=OTLP_TRACES.timeout.value(None, env),
         metric_attributes=metric_attributes,
         span_queue_size=span_queue_size,
+        span_batch_size=span_batch_size,
         stream_usage=STREAM_USAGE.value(None, env),
         run_parent=RUN_PARENT.value(None, env),
         exit_timeout_s=EXIT_TIMEOUT_S.value(None, env),

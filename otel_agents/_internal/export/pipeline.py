@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from otel_agents._internal import process_state
-from otel_agents._internal.config.params import SPAN_QUEUE_SIZE
+from otel_agents._internal.config.params import SDK_MAX_EXPORT_BATCH_SIZE, SPAN_QUEUE_SIZE
 from otel_agents._internal.config.settings import Settings
 from otel_agents._internal.export import otel_conventions as otel
 from otel_agents._internal.export.fork import reset_in_forked_child
@@ -194,10 +194,17 @@ class BoundedBatchSpanProcessor(SpanProcessor):
     """
 
     def __init__(
-        self, exporter: GuardedExporter, shutdown_within_s: float, max_queue_size: int = SPAN_QUEUE_SIZE
+        self,
+        exporter: GuardedExporter,
+        shutdown_within_s: float,
+        max_queue_size: int = SPAN_QUEUE_SIZE,
+        max_export_batch_size: int = SDK_MAX_EXPORT_BATCH_SIZE,
     ) -> None:
         self.guarded = exporter
         self.max_queue_size = max_queue_size
+        self.max_export_batch_size = max_export_batch_size
+        """The most spans `export_whole` is given at once when kept traces are joined (the SDK's
+        processor reads the same variable, OTEL_BSP_MAX_EXPORT_BATCH_SIZE, for its own batches)."""
         self._batch = BatchSpanProcessor(exporter, max_queue_size=max_queue_size)
         self._shutdown_within_s = shutdown_within_s
         self._lock = threading.Lock()
@@ -244,14 +251,14 @@ class BoundedBatchSpanProcessor(SpanProcessor):
                 self._ended += 1
 
     def awaiting_whole(self, count: int) -> None:
-        """`count` spans of a kept run will come as one batch (`export_whole`): they count as ended
+        """`count` spans of a kept run will come in one batch (`export_whole`): they count as ended
         here from now on, and as dropped if shutdown comes before they are handed over."""
         with self._lock:
             self._awaiting_whole += count
 
     def export_whole(self, spans: Sequence[ReadableSpan]) -> None:
-        """Export `spans` (announced by `awaiting_whole`) as one batch of their own, now, in the
-        caller's thread: a kept run, which the queue must not cut (handed, delivered or failed)."""
+        """Export `spans` (announced by `awaiting_whole`) as one batch, now, in the caller's thread:
+        kept runs, whole, which the queue must not cut (handed, delivered or failed)."""
         if not spans:
             return
         try:
@@ -403,6 +410,7 @@ def make_processor(
         guarded,
         settings.exporter_timeout_s + SHUTDOWN_GRACE_S,
         settings.span_queue_size or SPAN_QUEUE_SIZE,
+        settings.span_batch_size or SDK_MAX_EXPORT_BATCH_SIZE,
     )
     health.processors.append(processor)
     return processor

@@ -4,8 +4,8 @@ its span).
 
 A trace that holds runs is decided as a trace. While a run of it is open in this process, the
 trace's spans wait here (the spans of runs already ended included); when the last open run ends,
-the trace goes to the exporters whole, as one batch of its own that the span queue cannot cut, if
-any of its runs is kept, or not at all. A run that starts in a trace already kept is kept with it
+the trace goes to the exporters whole, in one batch that the span queue cannot cut, if any of its
+runs is kept, or not at all. A run that starts in a trace already kept is kept with it
 (its span says `trace`) and its spans pass at once; one that starts in a trace whose earlier runs
 were left out is decided on its own. Spans of the trace ending later (a request span around the
 runs) follow the decision while it is remembered; traces without a run are kept by trace id at the
@@ -18,10 +18,13 @@ all waiting spans pass `max_waiting_spans`, the oldest waiting trace is kept and
 shutdown every trace still waiting is kept (`exit`).
 
 Delivered: a kept trace's batch is sent by the next flush, which a run's end asks for at once
-(`export/soon.py`). One thread sends at a time: `force_flush()` returns once every batch decided
-before it was handed to the exporters (a batch another thread took is waited for), then flushes
-them. Every span that ended here is counted once: sent, left out (`sampled_out_spans`), waiting, or,
-from shutdown on, dropped by the processors it was meant for.
+(`export/soon.py`). The batches ready at one flush are joined, in the order they were decided, into
+exports of at most the export batch size (OTEL_BSP_MAX_EXPORT_BATCH_SIZE), none cut (one larger goes
+alone): a busy service sends a request a flush, not one a kept trace. One thread sends at a time:
+`force_flush()` returns once every batch decided before it was handed to the exporters (a batch
+another thread took is waited for), then flushes them. Every span that ended here is counted once:
+sent, left out (`sampled_out_spans`), waiting, or, from shutdown on, dropped by the processors it
+was meant for.
 """
 
 from __future__ import annotations
@@ -76,7 +79,8 @@ def _sampled(span: ReadableSpan) -> bool:
 
 class RunSamplingProcessor(SpanProcessor):
     """In front of the exporting processors (never the store's): the spans of a trace holding a run
-    wait for its runs' decisions; a kept trace goes to each of them as one batch (`export_whole`)."""
+    wait for its runs' decisions; a kept trace goes to each of them whole, in one batch
+    (`export_whole`)."""
 
     def __init__(self, processors: Sequence[BoundedBatchSpanProcessor], sampling: Sampling) -> None:
         self.processors = tuple(processors)
@@ -238,6 +242,7 @@ class RunSamplingProcessor(SpanProcessor):
         try:
             with self._lock:
                 ready, self._ready = self._ready, []
+            ready = _joined(ready, min((p.max_export_batch_size for p in self.processors), default=1))
             for sent, batch in enumerate(ready):
                 if time.monotonic() >= deadline:
                     with self._lock:
@@ -271,6 +276,18 @@ class RunSamplingProcessor(SpanProcessor):
 
     def __repr__(self) -> str:
         return f"RunSamplingProcessor(ratio={self.sampling.ratio}, rules={self.sampling.rules})"
+
+
+def _joined(batches: list[list[ReadableSpan]], most: int) -> list[list[ReadableSpan]]:
+    """`batches` in order, each joined to the one before while the two hold at most `most` spans: a
+    batch is never cut, and one larger than `most` goes alone."""
+    out: list[list[ReadableSpan]] = []
+    for batch in batches:
+        if out and len(out[-1]) + len(batch) <= most:
+            out[-1].extend(batch)
+        else:
+            out.append(list(batch))
+    return out
 
 
 def _millis_until(deadline: float) -> int:
