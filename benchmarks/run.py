@@ -27,7 +27,7 @@ import sys
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -395,26 +395,35 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+REPLAY_5_TARGET: Final = 1.45
+"""The replay-5 run's settled target (DEVELOPERS "Settled", 2026-12-04: a median of three sittings)."""
+NESTED_OVER_BUILTIN: Final = 0.20
+"""Runtime spans nested: at most AutoGen's built-in tracing plus this (the same settlement)."""
+
+
 def targets(results: dict[str, Any]) -> list[str]:
     """The issue's targets against this sitting's numbers: met or not, nothing hidden."""
     rows = ["| target | measured | met |", "|---|---:|:---:|"]
 
-    def row(name: str, measured: float | None, limit: float | None, unit: str = "x") -> None:
+    def row(name: str, measured: float | None, limit: float | None, unit: str = "x", *, below: bool = False) -> None:
         if measured is None or limit is None:
             rows.append(f"| {name} | not measured | - |")
         else:
-            rows.append(f"| {name} | {measured:.2f}{unit} | {'yes' if measured <= limit else 'no'} |")
+            met = measured < limit if below else measured <= limit
+            rows.append(f"| {name} | {measured:.2f}{unit} | {'yes' if met else 'no'} |")
 
     replay5 = results["replay-5"]
-    row("5-message replay run, default settings: 1.35x or less", replay5["otel-agents"]["ratio"], 1.35)
-    metered = replay5.get("otel-agents-metrics", {}).get("ratio")
-    row("the same with its metrics exported (not a target: the same limit, for reference)", metered, 1.35)
-    nested = replay5["otel-agents-nested"]["ratio"]
+    ours = replay5["otel-agents"]["ratio"]
     builtin = replay5.get("autogen", {}).get("ratio")
+    row(f"5-message replay run, default settings: {REPLAY_5_TARGET}x or less", ours, REPLAY_5_TARGET)
+    row("the same, below AutoGen's built-in tracing", ours, builtin, below=True)
+    row("the same, below OpenInference", ours, replay5.get("openinference", {}).get("ratio"), below=True)
+    metered = replay5.get("otel-agents-metrics", {}).get("ratio")
+    row("the same with its metrics exported (not a target: the same limit, for reference)", metered, REPLAY_5_TARGET)
     row(
-        "runtime spans nested: at most AutoGen's built-in tracing + 0.05x (5-message run)",
-        nested,
-        builtin + 0.05 if builtin is not None else None,
+        f"runtime spans nested: at most AutoGen's built-in tracing + {NESTED_OVER_BUILTIN:.2f}x (5-message run)",
+        replay5["otel-agents-nested"]["ratio"],
+        builtin + NESTED_OVER_BUILTIN if builtin is not None else None,
     )
     row("OpenAI-client run: 1.05x or less", results["openai-tool"]["otel-agents"]["ratio"], 1.05)
     row("10,000-message run: under 10 MB added by tracing", results["memory"]["added_mb"], 10.0, " MB")
