@@ -396,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 REPLAY_5_TARGET: Final = 1.45
-"""The replay-5 run's settled target (DEVELOPERS "Settled", 2026-12-04: a median of three sittings)."""
+"""The replay-5 run's target as the team settled it on 2026-12-04 (a median of three sittings)."""
 NESTED_OVER_BUILTIN: Final = 0.20
 """Runtime spans nested: at most AutoGen's built-in tracing plus this (the same settlement)."""
 

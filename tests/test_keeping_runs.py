@@ -5,8 +5,10 @@ holds the same through a real Jaeger."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +24,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import Decision, TraceIdRatioBased
 
 import otel_agents
-from otel_agents._internal.config.settings import Sampling
+from otel_agents._internal.config.settings import Sampling, resolve_settings
 from otel_agents._internal.export.health import Health
-from otel_agents._internal.export.pipeline import make_processor
+from otel_agents._internal.export.pipeline import BoundedBatchSpanProcessor, make_processor
 from otel_agents._internal.export.sampling import RunSamplingProcessor
 from otel_agents._internal.export.store.reader import Store
 from tests.support.config import assert_configure_refuses
@@ -143,12 +145,19 @@ async def test_a_kept_run_is_one_batch_that_the_queue_does_not_cut(monkeypatch: 
     assert exported.batches[0][-1].name == "invoke_workflow writers-room"
 
 
-def kept_runs_to(exported: Batches, sizes: Sequence[int]) -> tuple[TracerProvider, list[int]]:
-    """A provider whose run sampler (ratio 0) sends to `exported`, and one run a size, each kept
-    (`error`), of that many spans (its run span last), ended before any flush; their trace ids."""
-    settings = otel_agents.configure(span_exporter=InMemorySpanExporter(), store=False).settings
+def kept_runs_to(
+    exporters: Sequence[SpanExporter], sizes: Sequence[int], batch_sizes: Sequence[int | None] = ()
+) -> tuple[TracerProvider, list[BoundedBatchSpanProcessor], list[int]]:
+    """A provider whose run sampler (ratio 0) sends to `exporters` (each with its export batch size
+    from `batch_sizes`, else the environment's), and one run a size, each kept (`error`), of that
+    many spans (its run span last), ended before any flush; the processors, and the runs' trace ids."""
+    settings = resolve_settings(span_exporter_given=True, store=False)  # as the environment makes them
+    processors = [
+        make_processor(exporter, replace(settings, span_batch_size=size) if size else settings, Health())
+        for exporter, size in itertools.zip_longest(exporters, batch_sizes)
+    ]
     provider = TracerProvider()
-    provider.add_span_processor(RunSamplingProcessor([make_processor(exported, settings, Health())], Sampling(0.0)))
+    provider.add_span_processor(RunSamplingProcessor(processors, Sampling(0.0)))
     tracer = provider.get_tracer("the-app")
     trace_ids = []
     for number, size in enumerate(sizes):
@@ -158,7 +167,18 @@ def kept_runs_to(exported: Batches, sizes: Sequence[int]) -> tuple[TracerProvide
                     pass
             run.set_attribute("otel_agents.sample.kept_because", "error")
             trace_ids.append(run.get_span_context().trace_id)
-    return provider, trace_ids
+    return provider, processors, trace_ids
+
+
+def assert_each_run_whole_in_one_export_in_order(
+    batches: Sequence[Sequence[ReadableSpan]], trace_ids: list[int]
+) -> None:
+    each_export = [[span.context.trace_id for span in batch] for batch in batches]
+    assert [trace_id for export in each_export for trace_id in dict.fromkeys(export)] == trace_ids, "in order"
+    for export in each_export:  # a run's spans side by side: whole
+        ids = list(dict.fromkeys(export))
+        assert export == [trace_id for trace_id in ids for _ in range(export.count(trace_id))]
+    assert all(batch[-1].name == "run" for batch in batches), "each export ends with a run's last span"
 
 
 def test_kept_runs_ready_at_one_flush_share_exports_of_at_most_the_batch_size_each_whole(
@@ -168,26 +188,60 @@ def test_kept_runs_ready_at_one_flush_share_exports_of_at_most_the_batch_size_ea
     one flush are joined, in order, up to OTEL_BSP_MAX_EXPORT_BATCH_SIZE spans, never cut."""
     monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "4")
     exported = Batches()
-    provider, trace_ids = kept_runs_to(exported, [2, 2, 5, 1, 1])
-    assert provider.force_flush()
-    assert [len(batch) for batch in exported.batches] == [4, 5, 2], "two runs, the five alone, two runs"
-    each_export = [[span.context.trace_id for span in batch] for batch in exported.batches]
-    assert [trace_id for export in each_export for trace_id in dict.fromkeys(export)] == trace_ids, "in order"
-    for export in each_export:  # a run's spans side by side, its run span last: whole
-        ids = list(dict.fromkeys(export))
-        assert export == [trace_id for trace_id in ids for _ in range(export.count(trace_id))]
-    assert [batch[-1].name for batch in exported.batches] == ["run", "run", "run"]
-    assert len(exported.spans) == sum([2, 2, 5, 1, 1])
-    provider.shutdown()
+    provider, _, trace_ids = kept_runs_to([exported], [2, 2, 5, 1, 1])
+    try:
+        assert provider.force_flush()
+        assert [len(batch) for batch in exported.batches] == [4, 5, 2], "two runs, the five alone, two runs"
+        assert_each_run_whole_in_one_export_in_order(exported.batches, trace_ids)
+    finally:
+        provider.shutdown()
 
 
-def test_with_the_default_batch_size_thirty_seven_kept_runs_of_fourteen_spans_go_in_two_exports() -> None:
+def test_with_the_default_batch_size_thirty_seven_kept_runs_of_fourteen_spans_go_in_two_exports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", raising=False)
     exported = Batches()
-    provider, trace_ids = kept_runs_to(exported, [14] * 37)
-    assert provider.force_flush()
-    assert [len(batch) for batch in exported.batches] == [36 * 14, 14], "the SDK's 512 spans at most"
-    assert exported.batches[1][0].context.trace_id == trace_ids[-1]
-    provider.shutdown()
+    provider, _, trace_ids = kept_runs_to([exported], [14] * 37)
+    try:
+        assert provider.force_flush()
+        assert [len(batch) for batch in exported.batches] == [36 * 14, 14], "the SDK's 512 spans at most"
+        assert_each_run_whole_in_one_export_in_order(exported.batches, trace_ids)
+    finally:
+        provider.shutdown()
+
+
+def test_two_exporters_with_different_batch_sizes_both_get_exports_of_the_smaller() -> None:
+    small, large = Batches(), Batches()
+    provider, _, trace_ids = kept_runs_to([small, large], [2, 2, 5, 1, 1], batch_sizes=[6, 4])
+    try:
+        assert provider.force_flush()
+        for exported in (small, large):
+            assert [len(batch) for batch in exported.batches] == [4, 5, 2]
+            assert_each_run_whole_in_one_export_in_order(exported.batches, trace_ids)
+    finally:
+        provider.shutdown()
+
+
+class Refusing(Batches):
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        super().export(spans)
+        return SpanExportResult.FAILURE
+
+
+def test_a_joined_export_that_fails_counts_each_of_its_spans_failed_once(caplog: pytest.LogCaptureFixture) -> None:
+    refusing = Refusing()
+    provider, (processor,), _ = kept_runs_to([refusing], [2, 3])
+    try:
+        with caplog.at_level(logging.WARNING, logger="otel_agents"):
+            provider.force_flush()
+        assert [len(batch) for batch in refusing.batches] == [5], "one export of both runs"
+        guarded = processor.guarded
+        assert (guarded.handed_spans, guarded.failed_spans, guarded.delivered_spans) == (5, 5, 0)
+        assert processor.ended_spans == 5, "each span counted once: none awaiting, none twice"
+        assert "could not export spans to Refusing" in caplog.text
+    finally:
+        provider.shutdown()
 
 
 async def test_ordinary_runs_are_kept_as_trace_id_ratio_based_decides() -> None:

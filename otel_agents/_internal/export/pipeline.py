@@ -198,14 +198,16 @@ class BoundedBatchSpanProcessor(SpanProcessor):
         exporter: GuardedExporter,
         shutdown_within_s: float,
         max_queue_size: int = SPAN_QUEUE_SIZE,
-        max_export_batch_size: int = SDK_MAX_EXPORT_BATCH_SIZE,
+        max_export_batch_size: int | None = None,
     ) -> None:
         self.guarded = exporter
         self.max_queue_size = max_queue_size
-        self.max_export_batch_size = max_export_batch_size
-        """The most spans `export_whole` is given at once when kept traces are joined (the SDK's
-        processor reads the same variable, OTEL_BSP_MAX_EXPORT_BATCH_SIZE, for its own batches)."""
-        self._batch = BatchSpanProcessor(exporter, max_queue_size=max_queue_size)
+        self.max_export_batch_size = max_export_batch_size or SDK_MAX_EXPORT_BATCH_SIZE
+        """The most spans the queue exports at once, and `export_whole` is given at once when kept
+        traces are joined (None given: the SDK reads OTEL_BSP_MAX_EXPORT_BATCH_SIZE for the queue)."""
+        self._batch = BatchSpanProcessor(
+            exporter, max_queue_size=max_queue_size, max_export_batch_size=max_export_batch_size
+        )
         self._shutdown_within_s = shutdown_within_s
         self._lock = threading.Lock()
         self._ended = 0
@@ -410,7 +412,7 @@ def make_processor(
         guarded,
         settings.exporter_timeout_s + SHUTDOWN_GRACE_S,
         settings.span_queue_size or SPAN_QUEUE_SIZE,
-        settings.span_batch_size or SDK_MAX_EXPORT_BATCH_SIZE,
+        settings.span_batch_size,
     )
     health.processors.append(processor)
     return processor
