@@ -30,7 +30,7 @@ from otel_agents._internal.export.store.reader import Store
 from otel_agents._internal.run import outcomes as outcomes_module
 from tests.support.cli import cli
 from tests.support.openai_server import OpenAIServer, Reply
-from tests.support.teams import openai_client
+from tests.support.teams import openai_client, writers_room
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENT = "gen_ai.evaluation.result"
@@ -395,3 +395,48 @@ async def test_a_judges_own_model_calls_are_not_the_runs(openai_server: OpenAISe
         (c.attributes or {})["gen_ai.usage.input_tokens"] for c in chats
     )
     assert len([s for s in exporter.get_finished_spans() if s.name.startswith("chat")]) == 3
+
+
+def last_run_id(exporter: InMemorySpanExporter) -> str:
+    return str((run_spans(exporter)[-1].attributes or {})["otel_agents.run.id"])
+
+
+async def test_an_ended_run_nobody_named_is_two_ints_in_the_table_and_is_named_later_once() -> None:
+    """Memory by design: the last 4,096 runs stay known to `record_outcome`; an ended run nobody has
+    named yet takes its id and one packed int there (under 120 bytes), not a `RunRef` and its id's
+    text (over 200)."""
+    exporter, reader = InMemorySpanExporter(), InMemoryMetricReader()
+    with otel_agents.configure(span_exporter=exporter, metric_readers=[reader], store=False) as telemetry:
+        result = await writers_room(max_messages=2, name="packed").run(task="go")
+        assert telemetry.force_flush()
+        run_id = last_run_id(exporter)
+        key, entry = list(outcomes_module._runs.items())[-1]
+        assert isinstance(key, int) and isinstance(entry, int) and f"{key:032x}" == run_id
+        assert sys.getsizeof(key) + sys.getsizeof(entry) < 120
+
+        otel_agents.record_outcome(run_id[:12], "good", name="quality")
+        assert isinstance(outcomes_module._runs[key], outcomes_module.RunRef), "named: unpacked in place"
+        with pytest.raises(ValueError, match="already has an outcome named 'quality'"):
+            otel_agents.record_outcome(result, "bad", name="quality")
+        otel_agents.record_outcome(result, "fine", name="tone")
+        assert counted(reader) == {("packed", "quality", "good"): 1, ("packed", "tone", "fine"): 1}
+
+
+async def test_runs_past_the_bound_are_forgotten_with_their_teams_and_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(outcomes_module, "RECENT_RUNS", 3)
+    exporter = InMemorySpanExporter()
+    with otel_agents.configure(span_exporter=exporter, store=False) as telemetry:
+        results, ids = [], []
+        for team in ("first", "second", "first", "third", "third"):
+            results.append(await writers_room(max_messages=2, name=team).run(task="go"))
+            assert telemetry.force_flush()
+            ids.append(last_run_id(exporter))
+        assert len(outcomes_module._runs) == 3
+        teams = sorted(name for name, _ in outcomes_module._teams.pairs.values())
+        assert teams == ["first", "third"], "the second team's only run was forgotten, and its team with it"
+        assert sorted(outcomes_module._teams.holders.values()) == [1, 2]
+        with pytest.raises(ValueError, match="no such run"):
+            otel_agents.record_outcome(ids[1], "late")
+        with pytest.raises(ValueError, match="not returned by a traced run that otel-agents still knows"):
+            otel_agents.record_outcome(results[1], "late")
+        otel_agents.record_outcome(ids[2], "kept")  # the third run: still known

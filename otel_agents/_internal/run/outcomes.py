@@ -11,7 +11,9 @@
 
 Memory: the runs of the last `RECENT_RUNS` starts are known in memory (their id, trace, outcomes);
 a result a run returned is known while the application holds it (a weak reference) and the run is.
-An older run is found by its id in the store.
+An older run is found by its id in the store. An ended run nobody has named yet is two ints in the
+table (its id, and its trace, span and team packed): some 160 bytes with the table's slots, where
+a `RunRef` with its id's text took some 290.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import contextvars
 import importlib
 import inspect
 import logging
+import re
 import sys
 import threading
 import time
@@ -46,13 +49,26 @@ RECENT_RUNS: Final = 4096
 """Runs known in memory, by id (the oldest started forgotten first; the store still knows them)."""
 CALLABLE_TIMEOUT_S: Final = 5.0
 _SPAN_ID_BITS: Final = (1 << 64) - 1
+_IDS_BITS: Final = 192
+"""A packed entry: its team's number above the trace id (128 bits) and span id (64 bits)."""
+_DRAWN_ID: Final = re.compile(r"[0-9a-f]{32}")
+"""A run id as otel-agents draws it (`new_run_id`): keyed by its int, 48 bytes where its text takes 81."""
+
+
+def _key(run_id: str) -> int | str:
+    """`run_id` as the table keys it: an id otel-agents drew as its int, any other as its text."""
+    return int(run_id, 16) if _DRAWN_ID.fullmatch(run_id) else run_id
+
+
+def _id_of(key: int | str) -> str:
+    return f"{key:032x}" if isinstance(key, int) else key
 
 
 class RunRef:
     """What an outcome needs of a run, and no more (`RECENT_RUNS` of them are kept): its id, where
     its trace is, what records it, the names of its outcomes, and its span while it is open."""
 
-    __slots__ = ("ids", "live", "outcomes", "recording", "run_id", "workflow")
+    __slots__ = ("ids", "key", "live", "outcomes", "recording", "team", "workflow")
 
     def __init__(
         self,
@@ -63,7 +79,8 @@ class RunRef:
         recording: Any,
         live: weakref.ref[WorkflowSpan] | None,
     ) -> None:
-        self.run_id = run_id
+        self.key = _key(run_id)
+        """Its id as the table keys it."""
         self.ids = trace_id << 64 | span_id
         """Its trace id and its span's id in one int (one object of 56 bytes, not two of 80)."""
         self.workflow = sys.intern(workflow) if type(workflow) is str else workflow
@@ -74,6 +91,16 @@ class RunRef:
         """The run's span while it is open (let go as it ends)."""
         self.outcomes: tuple[str, ...] = ()
         """The names of its outcomes recorded: a second of the same name is refused."""
+        self.team = -1
+        """The number `_teams` gave its (team name, recording) pair as it entered the table."""
+
+    @property
+    def run_id(self) -> str:
+        return _id_of(self.key)
+
+    def packed(self) -> int:
+        """(An ended run with no outcome taken.) Its trace, span and team in one int."""
+        return self.team << _IDS_BITS | self.ids
 
     @property
     def trace_id(self) -> int:
@@ -100,12 +127,51 @@ class RunRef:
         self.outcomes = tuple(taken for taken in self.outcomes if taken != name)
 
 
+class _Teams:
+    """The (team name, recording) pairs of the runs in the table, each numbered once, counted by the
+    entries holding it: a pair is let go with the last (a packed entry keeps its number only)."""
+
+    __slots__ = ("holders", "next_number", "numbers", "pairs")
+
+    def __init__(self) -> None:
+        self.numbers: dict[tuple[str, int], int] = {}
+        """(team name, id of the recording) -> its number."""
+        self.pairs: dict[int, tuple[str, Any]] = {}
+        self.holders: dict[int, int] = {}
+        self.next_number = 0
+
+    def hold(self, workflow: str, recording: Any) -> int:
+        number = self.numbers.get((workflow, id(recording)))
+        if number is None:
+            number = self.numbers[workflow, id(recording)] = self.next_number
+            self.next_number += 1
+            self.pairs[number] = (workflow, recording)
+            self.holders[number] = 0
+        self.holders[number] += 1
+        return number
+
+    def let_go(self, number: int) -> None:
+        left = self.holders[number] - 1
+        if left:
+            self.holders[number] = left
+            return
+        workflow, recording = self.pairs.pop(number)
+        del self.holders[number], self.numbers[workflow, id(recording)]
+
+    def clear(self) -> None:
+        self.numbers.clear()
+        self.pairs.clear()
+        self.holders.clear()
+
+
 _lock = threading.Lock()
-_runs: dict[str, RunRef] = {}
-_started: deque[str] = deque()
-"""The ids of `_runs`, oldest first (a deque: 8 bytes a run, where an OrderedDict takes some 50)."""
-_results: dict[int, tuple[weakref.ref[Any], str]] = {}
-"""id(result) -> (the result, weakly; its run's id): a result leaves when it is collected."""
+_runs: dict[int | str, RunRef | int] = {}
+"""Run id (as `_key` keys it) -> its `RunRef`, or, for an ended run nobody has named, `packed()`."""
+_started: deque[int | str] = deque()
+"""The keys of `_runs`, oldest first (a deque: 8 bytes a run, where an OrderedDict takes some 50)."""
+_teams = _Teams()
+_results: dict[int, tuple[weakref.ref[Any], int | str]] = {}
+"""id(result) -> (the result, weakly; its run's key): a result leaves when it is collected."""
 _warned: set[str] = set()
 
 
@@ -113,6 +179,7 @@ def _forget() -> None:
     with _lock:
         _runs.clear()
         _started.clear()
+        _teams.clear()
         _results.clear()
         _warned.clear()
 
@@ -121,12 +188,42 @@ process_state.hold(
     __name__,
     "_runs",
     "_started",
+    "_teams",
     "_results",
     "_warned",
-    bound=f"{RECENT_RUNS} runs; a result while it lives and its run is known; 64 warnings",
-    size=lambda: len(_runs) + len(_results) + len(_warned),
+    bound=f"{RECENT_RUNS} runs and their teams; a result while it lives and its run is known; 64 warnings",
+    size=lambda: len(_runs) + len(_teams.pairs) + len(_results) + len(_warned),
     forget=_forget,
 )
+
+
+def _put(ref: RunRef) -> None:
+    """(Under the lock.) A run not in the table enters it, the newest."""
+    ref.team = _teams.hold(ref.workflow, ref.recording)
+    _runs[ref.key] = ref
+    _started.append(ref.key)
+    _keep_recent()
+
+
+def _ref_of(key: int | str, entry: RunRef | int) -> RunRef:
+    """(Under the lock.) The entry as a `RunRef`: itself, or one unpacked (not in the table)."""
+    if not isinstance(entry, int):
+        return entry
+    team = entry >> _IDS_BITS
+    ids = entry & ((1 << _IDS_BITS) - 1)
+    workflow, recording = _teams.pairs[team]
+    ref = RunRef(_id_of(key), ids >> 64, ids & _SPAN_ID_BITS, workflow, recording, None)
+    ref.team = team
+    return ref
+
+
+def _own_ref(key: int | str) -> RunRef | None:
+    """(Under the lock.) The table's own `RunRef` of a run (a packed entry unpacked in place), to
+    take an outcome's name on; None when the run is not in the table."""
+    entry = _runs.get(key)
+    if isinstance(entry, int):
+        entry = _runs[key] = _ref_of(key, entry)
+    return entry
 
 
 def started(workflow: WorkflowSpan) -> None:
@@ -143,22 +240,22 @@ def started(workflow: WorkflowSpan) -> None:
         weakref.ref(workflow),
     )
     with _lock:
-        _runs[ref.run_id] = ref
-        _started.append(ref.run_id)
-        _keep_recent()
+        _put(ref)
 
 
 def _keep_recent() -> None:
-    """(Under the lock.) Forget the oldest runs past RECENT_RUNS, and their results."""
+    """(Under the lock.) Forget the oldest runs past RECENT_RUNS, their teams and their results."""
     while len(_started) > RECENT_RUNS:
         old = _started.popleft()
-        _runs.pop(old, None)
+        entry = _runs.pop(old, None)
+        if entry is not None:
+            _teams.let_go(entry >> _IDS_BITS if isinstance(entry, int) else entry.team)
         _results_of(old)
 
 
-def _results_of(run_id: str) -> None:
+def _results_of(run_key: int | str) -> None:
     """(Under the lock.) The results of a forgotten run are forgotten with it."""
-    for key in [key for key, (_, owner) in list(_results.items()) if owner == run_id]:
+    for key in [key for key, (_, owner) in list(_results.items()) if owner == run_key]:
         _results.pop(key, None)
 
 
@@ -166,10 +263,13 @@ def ended(workflow: WorkflowSpan) -> None:
     """A root run ended: its span is let go, and the result it returned (if any) names it from now on."""
     if workflow.run_id is None:
         return
+    run_key = _key(workflow.run_id)
     with _lock:
-        known = _runs.get(workflow.run_id)
-        if known is not None:
+        known = _runs.get(run_key)
+        if isinstance(known, RunRef):
             known.live = None
+            if not known.outcomes:  # nobody has named it yet: two ints from now on
+                _runs[run_key] = known.packed()
     result = workflow.result
     if result is None:
         return
@@ -179,8 +279,8 @@ def ended(workflow: WorkflowSpan) -> None:
     except TypeError:  # not weakly referable: by id alone would be unsafe; the run id still works
         return
     with _lock:
-        if workflow.run_id in _runs:
-            _results[key] = (ref, workflow.run_id)
+        if run_key in _runs:
+            _results[key] = (ref, run_key)
 
 
 async def settle(workflow: WorkflowSpan) -> None:
@@ -210,7 +310,7 @@ async def settle(workflow: WorkflowSpan) -> None:
         return
     if outcome is not None:
         with _lock:
-            ref = _runs.get(workflow.run_id or "")
+            ref = _own_ref(_key(workflow.run_id or ""))
             if ref is not None:
                 ref.take(outcome.name)
         workflow.add_outcome(outcome)
@@ -294,8 +394,9 @@ def record_outcome(
     such as `success`; `score` a number. One outcome per run and name. A ValueError says what is
     wrong, and nothing is recorded."""
     outcome = checked(name, label, score, explanation)
-    ref = _find(run)
+    found = _find(run)
     with _lock:
+        ref = _own_ref(found.key) or found  # the name is taken on the table's entry, however found
         if not ref.take(outcome.name):  # taken: a second call of the same name is refused
             raise ValueError(f"run {ref.run_id} already has an outcome named {outcome.name!r}")
     workflow = ref.open_span()
@@ -315,7 +416,7 @@ def _find(run: object) -> RunRef:
     with _lock:
         entry = _results.get(id(run))
         if entry is not None and entry[0]() is run and entry[1] in _runs:
-            return _runs[entry[1]]
+            return _ref_of(entry[1], _runs[entry[1]])
     kind = type(run).__name__
     raise ValueError(
         f"this {kind} was not returned by a traced run that otel-agents still knows (pass the run id instead)"
@@ -327,9 +428,10 @@ def _by_id(run_id: str) -> RunRef:
     if not wanted:
         raise ValueError("run='': expected a run id")
     with _lock:
-        if wanted in _runs:
-            return _runs[wanted]
-        matches = [ref for key, ref in _runs.items() if key.startswith(wanted)]
+        exact = _runs.get(_key(wanted))
+        if exact is not None:
+            return _ref_of(_key(wanted), exact)
+        matches = [_ref_of(key, entry) for key, entry in _runs.items() if _id_of(key).startswith(wanted)]
     if len(matches) == 1:
         return matches[0]
     if len(matches) > 1:
@@ -363,11 +465,11 @@ def _from_store(run_id: str) -> RunRef | None:
         None,
     )
     with _lock:
-        found = _runs.setdefault(ref.run_id, ref)
-        if found is ref:
-            _started.append(ref.run_id)
-            _keep_recent()
-        return found
+        found = _runs.get(ref.key)
+        if found is None:
+            _put(ref)
+            return ref
+        return _ref_of(ref.key, found)
 
 
 def store_of(recording: Any) -> Path | None:
