@@ -439,4 +439,8 @@ async def test_runs_past_the_bound_are_forgotten_with_their_teams_and_results(mo
             otel_agents.record_outcome(ids[1], "late")
         with pytest.raises(ValueError, match="not returned by a traced run that otel-agents still knows"):
             otel_agents.record_outcome(results[1], "late")
-        otel_agents.record_outcome(ids[2], "kept")  # the third run: still known
+        otel_agents.record_outcome(ids[2], "kept")  # the third run: still known, named now
+        for _ in range(3):  # every run before these forgotten, the named one too
+            await writers_room(max_messages=2, name="fourth").run(task="go")
+        assert [name for name, _ in outcomes_module._teams.pairs.values()] == ["fourth"]
+        assert list(outcomes_module._teams.holders.values()) == [3]

@@ -12,8 +12,8 @@
 Memory: the runs of the last `RECENT_RUNS` starts are known in memory (their id, trace, outcomes);
 a result a run returned is known while the application holds it (a weak reference) and the run is.
 An older run is found by its id in the store. An ended run nobody has named yet is two ints in the
-table (its id, and its trace, span and team packed): some 160 bytes with the table's slots, where
-a `RunRef` with its id's text took some 290.
+table (its id, and its trace, span and team packed): under 200 bytes with the table's slots, where
+a `RunRef` with its id's text took some 290 (a run the outcome callable named keeps its `RunRef`).
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ _SPAN_ID_BITS: Final = (1 << 64) - 1
 _IDS_BITS: Final = 192
 """A packed entry: its team's number above the trace id (128 bits) and span id (64 bits)."""
 _DRAWN_ID: Final = re.compile(r"[0-9a-f]{32}")
-"""A run id as otel-agents draws it (`new_run_id`): keyed by its int, 48 bytes where its text takes 81."""
+"""A run id as otel-agents draws it (`new_run_id`): keyed by its int (`sys.getsizeof` 44, where its
+text's is 81)."""
 
 
 def _key(run_id: str) -> int | str:
@@ -198,10 +199,15 @@ process_state.hold(
 
 
 def _put(ref: RunRef) -> None:
-    """(Under the lock.) A run not in the table enters it, the newest."""
+    """(Under the lock.) A run not in the table enters it, the newest (one already there keeps its
+    place: ids are drawn at random, and `_from_store` looks first)."""
     ref.team = _teams.hold(ref.workflow, ref.recording)
+    replaced = _runs.get(ref.key)
     _runs[ref.key] = ref
-    _started.append(ref.key)
+    if replaced is None:
+        _started.append(ref.key)
+    else:
+        _teams.let_go(replaced >> _IDS_BITS if isinstance(replaced, int) else replaced.team)
     _keep_recent()
 
 
@@ -213,7 +219,7 @@ def _ref_of(key: int | str, entry: RunRef | int) -> RunRef:
     ids = entry & ((1 << _IDS_BITS) - 1)
     workflow, recording = _teams.pairs[team]
     ref = RunRef(_id_of(key), ids >> 64, ids & _SPAN_ID_BITS, workflow, recording, None)
-    ref.team = team
+    ref.key, ref.team = key, team  # the table's own key object, not a second one
     return ref
 
 
