@@ -22,9 +22,9 @@ Delivered: a kept trace's batch is sent by the next flush, which a run's end ask
 exports of at most the export batch size (OTEL_BSP_MAX_EXPORT_BATCH_SIZE), none cut (one larger goes
 alone): a busy service sends each exporter an export a flush, not one a kept trace. One thread
 sends at a time: `force_flush()` returns once every batch decided before it was handed to the
-exporters (a batch another thread took is waited for), then flushes them. Every span that ended here is counted once:
-sent, left out (`sampled_out_spans`), waiting, or, from shutdown on, dropped by the processors it
-was meant for.
+exporters (a batch another thread took is waited for), then flushes them. Every span that ended
+here is counted once: sent, left out (`sampled_out_spans`), waiting, or, from shutdown on, dropped
+by the processors it was meant for.
 """
 
 from __future__ import annotations
