@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from tests.support.deploy import DEPLOY
-from tests.support.processes import free_port, launch, stop_process
+from tests.support.processes import free_ports, launch, stop_process
 
 
 def readdress(config: Any, addresses: Mapping[str, str]) -> Any:
@@ -61,8 +61,8 @@ class Collector:
 @contextmanager
 def running_collector(binary: str, workdir: Path, *, jaeger_otlp_grpc: str) -> Iterator[Collector]:
     """deploy's single-host Collector, exporting traces to `jaeger_otlp_grpc` (host:port)."""
-    collector = Collector(free_port(), free_port(), free_port())
-    health = free_port()
+    otlp_grpc, otlp_http, prometheus, health, internal = free_ports(5)
+    collector = Collector(otlp_grpc, otlp_http, prometheus)
     config = readdress(
         yaml.safe_load((DEPLOY / "otel-collector" / "config.yaml").read_text()),
         {
@@ -73,7 +73,7 @@ def running_collector(binary: str, workdir: Path, *, jaeger_otlp_grpc: str) -> I
             "jaeger:4317": jaeger_otlp_grpc,
         },
     )
-    internal_metrics_on(config, free_port())
+    internal_metrics_on(config, internal)
     path = workdir / "otel-collector.yaml"
     path.write_text(yaml.safe_dump(config))
     process = launch(binary, [f"--config={path}"], workdir / "otel-collector.log", f"http://127.0.0.1:{health}/")

@@ -24,7 +24,7 @@ import yaml
 
 from tests.support.collector import internal_metrics_on, readdress
 from tests.support.deploy import DEPLOY
-from tests.support.processes import free_port, launch, stop_process
+from tests.support.processes import BIND_ATTEMPTS, free_ports, launch, port_taken, stop_process
 
 T = TypeVar("T")
 
@@ -199,24 +199,31 @@ def running_jaeger(
     """deploy's Jaeger (or the config `render(ports, metrics backend)` makes); its metrics backend at
     `prometheus_url` (unset: a free 127.0.0.1 port with nothing on it, for tests that read no
     metrics; Jaeger asks it only when asked for metrics)."""
-    ports = JaegerPorts(*(free_port() for _ in range(6)))
-    config = workdir / "jaeger.yaml"
-    metrics_backend = prometheus_url or f"http://127.0.0.1:{free_port()}"
-    rendered = (
-        render(ports, metrics_backend)
-        if render is not None
-        else render_config(DEPLOY / "jaeger" / "config.yaml", ports, metrics_backend)
-    )
-    config.write_text(yaml.safe_dump(rendered))
-    # Jaeger traces its own queries to the OTLP endpoint of its environment (by default
-    # 127.0.0.1:4317, its own receiver in the compose stack): here too, its own receiver. Its last
-    # spans find that receiver stopped when it shuts down: a 1 s export timeout, not 10 s, then.
-    own_receiver = {
-        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{ports.otlp_grpc}",
-        "OTEL_EXPORTER_OTLP_TIMEOUT": "1000",
-    }
-    health = f"http://127.0.0.1:{ports.health}/status"
-    process = launch(binary, [f"--config={config}"], workdir / "jaeger.log", health, env=own_receiver)
+    for attempt in range(1, BIND_ATTEMPTS + 1):
+        *found, unused = free_ports(7)
+        ports = JaegerPorts(*found)
+        config = workdir / "jaeger.yaml"
+        metrics_backend = prometheus_url or f"http://127.0.0.1:{unused}"
+        rendered = (
+            render(ports, metrics_backend)
+            if render is not None
+            else render_config(DEPLOY / "jaeger" / "config.yaml", ports, metrics_backend)
+        )
+        config.write_text(yaml.safe_dump(rendered))
+        # Jaeger traces its own queries to the OTLP endpoint of its environment (by default
+        # 127.0.0.1:4317, its own receiver in the compose stack): here too, its own receiver. Its last
+        # spans find that receiver stopped when it shuts down: a 1 s export timeout, not 10 s, then.
+        own_receiver = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{ports.otlp_grpc}",
+            "OTEL_EXPORTER_OTLP_TIMEOUT": "1000",
+        }
+        health = f"http://127.0.0.1:{ports.health}/status"
+        try:
+            process = launch(binary, [f"--config={config}"], workdir / "jaeger.log", health, env=own_receiver)
+            break
+        except RuntimeError as error:
+            if attempt == BIND_ATTEMPTS or not port_taken(error):
+                raise
     try:
         yield Jaeger(ports, process.pid)
     finally:

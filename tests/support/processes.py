@@ -18,6 +18,30 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def free_ports(count: int) -> list[int]:
+    """`count` free ports, all different (each held until all are found: two draws of `free_port`
+    may return one port twice)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+BIND_ATTEMPTS = 3
+"""A server started on ports found free is started again on others, at most this often in all, when
+one of them was taken meanwhile (between the test's look and the server's bind, any process on the
+machine may get it: an outgoing connection's own port, say)."""
+
+
+def port_taken(error: Exception) -> bool:
+    """Whether a server failed to start because a port it was given was taken meanwhile."""
+    return "address already in use" in str(error)
+
+
 def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path, within_s: float = 60) -> None:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
