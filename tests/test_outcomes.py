@@ -444,3 +444,35 @@ async def test_runs_past_the_bound_are_forgotten_with_their_teams_and_results(mo
             await writers_room(max_messages=2, name="fourth").run(task="go")
         assert [name for name, _ in outcomes_module._teams.pairs.values()] == ["fourth"]
         assert list(outcomes_module._teams.holders.values()) == [3]
+
+
+async def test_a_run_pushed_out_of_the_table_while_being_named_is_named_in_the_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Newer runs may push a run out of the table between `record_outcome` finding it and taking
+    the name: the name is then taken in the table all the same (the run back in, the newest), so a
+    second outcome of that name is refused, not taken again."""
+    monkeypatch.setattr(outcomes_module, "RECENT_RUNS", 2)
+    exporter = InMemorySpanExporter()
+    with otel_agents.configure(span_exporter=exporter, store=False) as telemetry:
+        await writers_room(max_messages=2, name="named").run(task="go")
+        assert telemetry.force_flush()
+        run_id = last_run_id(exporter)
+        find = outcomes_module._find
+
+        def found_then_pushed_out(run: object) -> outcomes_module.RunRef:
+            found = find(run)
+            with outcomes_module._lock:  # two newer runs come in, as 4,096 would
+                for newer in ("a" * 32, "b" * 32):
+                    outcomes_module._put(outcomes_module.RunRef(newer, 1, 1, "other", None, None))
+            assert found.key not in outcomes_module._runs
+            monkeypatch.setattr(outcomes_module, "_find", find)  # once
+            return found
+
+        monkeypatch.setattr(outcomes_module, "_find", found_then_pushed_out)
+        otel_agents.record_outcome(run_id, "good", name="quality")
+        assert isinstance(outcomes_module._runs[int(run_id, 16)], outcomes_module.RunRef)
+        with pytest.raises(ValueError, match="already has an outcome named 'quality'"):
+            otel_agents.record_outcome(run_id, "bad", name="quality")
+        assert len(outcomes_module._runs) == 2
+        assert sorted(name for name, _ in outcomes_module._teams.pairs.values()) == ["named", "other"]

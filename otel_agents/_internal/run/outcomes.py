@@ -402,7 +402,10 @@ def record_outcome(
     outcome = checked(name, label, score, explanation)
     found = _find(run)
     with _lock:
-        ref = _own_ref(found.key) or found  # the name is taken on the table's entry, however found
+        ref = _own_ref(found.key)  # the name is taken on the table's entry, however found
+        if ref is None:  # pushed out of the table since it was found (newer runs): back in, the newest
+            _put(found)
+            ref = found
         if not ref.take(outcome.name):  # taken: a second call of the same name is refused
             raise ValueError(f"run {ref.run_id} already has an outcome named {outcome.name!r}")
     workflow = ref.open_span()
