@@ -4,6 +4,7 @@ exporter settings as they are)."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from typing import Any
 import yaml
 
 from tests.support.deploy import DEPLOY
-from tests.support.processes import free_ports, launch, stop_process
+from tests.support.processes import launch, on_free_ports, stop_process
 
 
 def readdress(config: Any, addresses: Mapping[str, str]) -> Any:
@@ -61,22 +62,28 @@ class Collector:
 @contextmanager
 def running_collector(binary: str, workdir: Path, *, jaeger_otlp_grpc: str) -> Iterator[Collector]:
     """deploy's single-host Collector, exporting traces to `jaeger_otlp_grpc` (host:port)."""
-    otlp_grpc, otlp_http, prometheus, health, internal = free_ports(5)
-    collector = Collector(otlp_grpc, otlp_http, prometheus)
-    config = readdress(
-        yaml.safe_load((DEPLOY / "otel-collector" / "config.yaml").read_text()),
-        {
-            "0.0.0.0:4317": f"127.0.0.1:{collector.otlp_grpc}",
-            "0.0.0.0:4318": f"127.0.0.1:{collector.otlp_http}",
-            "0.0.0.0:8889": collector.scrape_target,
-            "0.0.0.0:13133": f"127.0.0.1:{health}",
-            "jaeger:4317": jaeger_otlp_grpc,
-        },
-    )
-    internal_metrics_on(config, internal)
-    path = workdir / "otel-collector.yaml"
-    path.write_text(yaml.safe_dump(config))
-    process = launch(binary, [f"--config={path}"], workdir / "otel-collector.log", f"http://127.0.0.1:{health}/")
+
+    def start(ports: list[int]) -> tuple[Collector, subprocess.Popen[bytes]]:
+        otlp_grpc, otlp_http, prometheus, health, internal = ports
+        collector = Collector(otlp_grpc, otlp_http, prometheus)
+        config = readdress(
+            yaml.safe_load((DEPLOY / "otel-collector" / "config.yaml").read_text()),
+            {
+                "0.0.0.0:4317": f"127.0.0.1:{collector.otlp_grpc}",
+                "0.0.0.0:4318": f"127.0.0.1:{collector.otlp_http}",
+                "0.0.0.0:8889": collector.scrape_target,
+                "0.0.0.0:13133": f"127.0.0.1:{health}",
+                "jaeger:4317": jaeger_otlp_grpc,
+            },
+        )
+        internal_metrics_on(config, internal)
+        path = workdir / "otel-collector.yaml"
+        path.write_text(yaml.safe_dump(config))
+        return collector, launch(
+            binary, [f"--config={path}"], workdir / "otel-collector.log", f"http://127.0.0.1:{health}/"
+        )
+
+    collector, process = on_free_ports(5, start)
     try:
         yield collector
     finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 import time
 import urllib.error
 import urllib.parse
@@ -24,7 +25,7 @@ import yaml
 
 from tests.support.collector import internal_metrics_on, readdress
 from tests.support.deploy import DEPLOY
-from tests.support.processes import BIND_ATTEMPTS, free_ports, launch, port_taken, stop_process
+from tests.support.processes import launch, on_free_ports, stop_process
 
 T = TypeVar("T")
 
@@ -199,9 +200,10 @@ def running_jaeger(
     """deploy's Jaeger (or the config `render(ports, metrics backend)` makes); its metrics backend at
     `prometheus_url` (unset: a free 127.0.0.1 port with nothing on it, for tests that read no
     metrics; Jaeger asks it only when asked for metrics)."""
-    for attempt in range(1, BIND_ATTEMPTS + 1):
-        *found, unused = free_ports(7)
-        ports = JaegerPorts(*found)
+
+    def start(found: list[int]) -> tuple[JaegerPorts, subprocess.Popen[bytes]]:
+        *given, unused = found
+        ports = JaegerPorts(*given)
         config = workdir / "jaeger.yaml"
         metrics_backend = prometheus_url or f"http://127.0.0.1:{unused}"
         rendered = (
@@ -218,12 +220,9 @@ def running_jaeger(
             "OTEL_EXPORTER_OTLP_TIMEOUT": "1000",
         }
         health = f"http://127.0.0.1:{ports.health}/status"
-        try:
-            process = launch(binary, [f"--config={config}"], workdir / "jaeger.log", health, env=own_receiver)
-            break
-        except RuntimeError as error:
-            if attempt == BIND_ATTEMPTS or not port_taken(error):
-                raise
+        return ports, launch(binary, [f"--config={config}"], workdir / "jaeger.log", health, env=own_receiver)
+
+    ports, process = on_free_ports(7, start)
     try:
         yield Jaeger(ports, process.pid)
     finally:

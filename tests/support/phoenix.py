@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.processes import free_port, stop_process
+from tests.support.processes import on_free_ports, stop_process
 
 
 @dataclass
@@ -71,7 +71,11 @@ class Phoenix:
 
 
 def start_phoenix(executable: str, working_dir: Path, *, ready_within_s: float = 120) -> Phoenix:
-    http_port, grpc_port = free_port(), free_port()
+    return on_free_ports(2, lambda ports: _start_phoenix(executable, working_dir, ports, ready_within_s))
+
+
+def _start_phoenix(executable: str, working_dir: Path, ports: list[int], ready_within_s: float) -> Phoenix:
+    http_port, grpc_port = ports
     env = dict(
         os.environ,
         PHOENIX_WORKING_DIR=str(working_dir),
@@ -80,13 +84,14 @@ def start_phoenix(executable: str, working_dir: Path, *, ready_within_s: float =
         PHOENIX_GRPC_PORT=str(grpc_port),
         PHOENIX_TELEMETRY_ENABLED="false",
     )
-    log = open(working_dir / "phoenix.log", "wb")
-    process = subprocess.Popen([executable, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    log_path = working_dir / "phoenix.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen([executable, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
     phoenix = Phoenix(http_port, grpc_port, process)
     deadline = time.monotonic() + ready_within_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"phoenix exited with {process.returncode}; see {working_dir / 'phoenix.log'}")
+            raise RuntimeError(f"phoenix exited with {process.returncode}: {log_path.read_text()[-2000:]}")
         try:
             with urllib.request.urlopen(f"{phoenix.http_endpoint}/healthz", timeout=2) as response:
                 if response.status == 200:

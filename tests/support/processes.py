@@ -8,8 +8,11 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -39,7 +42,19 @@ machine may get it: an outgoing connection's own port, say)."""
 
 def port_taken(error: Exception) -> bool:
     """Whether a server failed to start because a port it was given was taken meanwhile."""
-    return "address already in use" in str(error)
+    return "address already in use" in str(error).lower()  # Go's "bind: address ...", Python's "Address ..."
+
+
+def on_free_ports(count: int, start: Callable[[list[int]], T]) -> T:
+    """`start(ports)` with `count` free ports, all different: started again on others, at most
+    `BIND_ATTEMPTS` times in all, when it failed (a RuntimeError) because one was taken meanwhile."""
+    for attempt in range(1, BIND_ATTEMPTS + 1):
+        try:
+            return start(free_ports(count))
+        except RuntimeError as error:
+            if attempt == BIND_ATTEMPTS or not port_taken(error):
+                raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path, within_s: float = 60) -> None:

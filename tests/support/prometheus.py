@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from tests.support.processes import free_port, launch, stop_process
+from tests.support.processes import launch, on_free_ports, stop_process
 
 
 @dataclass
@@ -87,30 +87,38 @@ def launch_prometheus(
     binary = shutil.which("prometheus")
     assert binary, "prometheus (Debian's package) is not installed"
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(dict(config)))
-    port = port or free_port()
-    args = [
-        f"--config.file={workdir / 'prometheus.yml'}",
-        f"--storage.tsdb.path={workdir / 'data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-        *flags,
-    ]
-    process = launch(binary, args, workdir / "prometheus.log", f"http://127.0.0.1:{port}/-/ready")
-    return Prometheus(f"http://127.0.0.1:{port}", process)
+
+    def start(ports: list[int]) -> Prometheus:
+        (listen,) = ports
+        args = [
+            f"--config.file={workdir / 'prometheus.yml'}",
+            f"--storage.tsdb.path={workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{listen}",
+            *flags,
+        ]
+        process = launch(binary, args, workdir / "prometheus.log", f"http://127.0.0.1:{listen}/-/ready")
+        return Prometheus(f"http://127.0.0.1:{listen}", process)
+
+    return start([port]) if port else on_free_ports(1, start)
 
 
 def start_alertmanager(workdir: Path, config: dict[str, Any]) -> Server:
     binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
     assert binary, "prometheus-alertmanager (Debian's package) is not installed"
     (workdir / "alertmanager.yml").write_text(yaml.safe_dump(config))
-    port, cluster = free_port(), free_port()
-    args = [
-        f"--config.file={workdir / 'alertmanager.yml'}",
-        f"--storage.path={workdir / 'am-data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-        f"--cluster.listen-address=127.0.0.1:{cluster}",
-    ]
-    process = launch(binary, args, workdir / "alertmanager.log", f"http://127.0.0.1:{port}/-/ready")
-    return Server(f"http://127.0.0.1:{port}", process)
+
+    def start(ports: list[int]) -> Server:
+        port, cluster = ports
+        args = [
+            f"--config.file={workdir / 'alertmanager.yml'}",
+            f"--storage.path={workdir / 'am-data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--cluster.listen-address=127.0.0.1:{cluster}",
+        ]
+        process = launch(binary, args, workdir / "alertmanager.log", f"http://127.0.0.1:{port}/-/ready")
+        return Server(f"http://127.0.0.1:{port}", process)
+
+    return on_free_ports(2, start)
 
 
 @contextmanager
