@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.processes import BIND_ATTEMPTS, launch, on_free_ports, stop_process
+from tests.support.processes import BIND_ATTEMPTS, launch, on_free_ports, port_taken, stop_process
 
 
 def http_server(tmp_path: Path, port: int) -> str:
@@ -61,3 +61,16 @@ def test_a_server_that_fails_otherwise_or_finds_its_port_taken_every_time_fails_
     with pytest.raises(RuntimeError, match="address already in use"):
         on_free_ports(1, always_taken)
     assert len(calls) == 1 + BIND_ATTEMPTS
+
+
+@pytest.mark.parametrize(
+    ("message", "taken"),
+    [
+        ("listen tcp 127.0.0.1:4317: bind: address already in use", True),  # Go: Jaeger, the Collector, Prometheus
+        ("OSError: [Errno 98] Address already in use", True),  # Python
+        ("RuntimeError: Failed to bind to address 127.0.0.1:4317; set GRPC_VERBOSITY=debug", True),  # gRPC: Phoenix
+        ("exited with 1: error loading config file", False),
+    ],
+)
+def test_a_port_taken_is_told_from_other_failures_by_each_servers_own_words(message: str, taken: bool) -> None:
+    assert port_taken(RuntimeError(f"exited with 1: {message}")) is taken

@@ -6,6 +6,7 @@ Monitor tab (its metrics API reading the Collector's spanmetrics from Prometheus
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -25,7 +26,7 @@ from tests.support.cli import cli
 from tests.support.collector import Collector, readdress, running_collector
 from tests.support.deploy import DEPLOY
 from tests.support.jaeger import Jaeger, poll, running_jaeger
-from tests.support.processes import free_port
+from tests.support.processes import free_port, on_free_ports
 from tests.support.prometheus import Prometheus, launch_prometheus, start_alertmanager
 
 pytestmark = [pytest.mark.backend]
@@ -57,14 +58,20 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     alertmanager = start_alertmanager(
         workdir, readdress(yaml.safe_load((DEPLOY / "alertmanager" / "alertmanager.yml").read_text()), webhooks)
     )
-    prometheus_port = free_port()  # Jaeger, started first, reads its metrics from there
-    try:
-        with (
-            running_jaeger(backends.jaeger, workdir, prometheus_url=f"http://127.0.0.1:{prometheus_port}") as jaeger,
-            running_collector(
-                backends.collector, workdir, jaeger_otlp_grpc=f"127.0.0.1:{jaeger.ports.otlp_grpc}"
-            ) as collector,
-        ):
+
+    def start(ports: list[int]) -> tuple[contextlib.ExitStack, Stack]:
+        """The stack with Prometheus on `ports[0]`: Jaeger, started first, reads its metrics from
+        there. The port is free when drawn, not held: if anything (Jaeger's or the Collector's own
+        ports included) takes it before Prometheus binds it, the whole stack starts again."""
+        (prometheus_port,) = ports
+        running = contextlib.ExitStack()
+        try:
+            jaeger = running.enter_context(
+                running_jaeger(backends.jaeger, workdir, prometheus_url=f"http://127.0.0.1:{prometheus_port}")
+            )
+            collector = running.enter_context(
+                running_collector(backends.collector, workdir, jaeger_otlp_grpc=f"127.0.0.1:{jaeger.ports.otlp_grpc}")
+            )
             config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
             config = readdress(
                 config,
@@ -76,10 +83,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             )
             config["global"] = {**config["global"], "scrape_interval": "1s", "evaluation_interval": "1s"}
             prometheus = launch_prometheus(workdir, config, prometheus_port)
-            try:
-                yield Stack(jaeger, collector, prometheus)
-            finally:
-                prometheus.stop()
+            running.callback(prometheus.stop)
+        except BaseException:
+            running.close()
+            raise
+        return running, Stack(jaeger, collector, prometheus)
+
+    try:
+        running, started = on_free_ports(1, start)
+        with running:
+            yield started
     finally:
         alertmanager.stop()
 

@@ -42,7 +42,8 @@ machine may get it: an outgoing connection's own port, say)."""
 
 def port_taken(error: Exception) -> bool:
     """Whether a server failed to start because a port it was given was taken meanwhile."""
-    return "address already in use" in str(error).lower()  # Go's "bind: address ...", Python's "Address ..."
+    message = str(error).lower()  # Go's "bind: address already in use", Python's "Address already in use"
+    return "address already in use" in message or "failed to bind to address" in message  # gRPC's (Phoenix)
 
 
 def on_free_ports(count: int, start: Callable[[list[int]], T]) -> T:
