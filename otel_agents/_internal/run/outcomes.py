@@ -198,6 +198,11 @@ process_state.hold(
 )
 
 
+def _team_of(entry: RunRef | int) -> int:
+    """The number of an entry's team, packed or not."""
+    return entry >> _IDS_BITS if isinstance(entry, int) else entry.team
+
+
 def _put(ref: RunRef) -> None:
     """(Under the lock.) A run not in the table enters it, the newest (one already there keeps its
     place: ids are drawn at random, and `_from_store` looks first)."""
@@ -207,7 +212,7 @@ def _put(ref: RunRef) -> None:
     if replaced is None:
         _started.append(ref.key)
     else:
-        _teams.let_go(replaced >> _IDS_BITS if isinstance(replaced, int) else replaced.team)
+        _teams.let_go(_team_of(replaced))
     _keep_recent()
 
 
@@ -215,7 +220,7 @@ def _ref_of(key: int | str, entry: RunRef | int) -> RunRef:
     """(Under the lock.) The entry as a `RunRef`: itself, or one unpacked (not in the table)."""
     if not isinstance(entry, int):
         return entry
-    team = entry >> _IDS_BITS
+    team = _team_of(entry)
     ids = entry & ((1 << _IDS_BITS) - 1)
     workflow, recording = _teams.pairs[team]
     ref = RunRef(_id_of(key), ids >> 64, ids & _SPAN_ID_BITS, workflow, recording, None)
@@ -255,7 +260,7 @@ def _keep_recent() -> None:
         old = _started.popleft()
         entry = _runs.pop(old, None)
         if entry is not None:
-            _teams.let_go(entry >> _IDS_BITS if isinstance(entry, int) else entry.team)
+            _teams.let_go(_team_of(entry))
         _results_of(old)
 
 
@@ -437,9 +442,10 @@ def _by_id(run_id: str) -> RunRef:
     if not wanted:
         raise ValueError("run='': expected a run id")
     with _lock:
-        exact = _runs.get(_key(wanted))
+        key = _key(wanted)
+        exact = _runs.get(key)
         if exact is not None:
-            return _ref_of(_key(wanted), exact)
+            return _ref_of(key, exact)
         matches = [_ref_of(key, entry) for key, entry in _runs.items() if _id_of(key).startswith(wanted)]
     if len(matches) == 1:
         return matches[0]
