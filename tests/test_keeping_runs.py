@@ -193,6 +193,7 @@ def test_kept_runs_ready_at_one_flush_share_exports_of_at_most_the_batch_size_ea
         assert provider.force_flush()
         assert [len(batch) for batch in exported.batches] == [4, 5, 2], "two runs, the five alone, two runs"
         assert_each_run_whole_in_one_export_in_order(exported.batches, trace_ids)
+        assert len(exported.spans) == sum([2, 2, 5, 1, 1])
     finally:
         provider.shutdown()
 
