@@ -476,3 +476,32 @@ async def test_a_run_pushed_out_of_the_table_while_being_named_is_named_in_the_t
             otel_agents.record_outcome(run_id, "bad", name="quality")
         assert len(outcomes_module._runs) == 2
         assert sorted(name for name, _ in outcomes_module._teams.pairs.values()) == ["named", "other"]
+
+
+async def test_a_run_found_by_its_result_and_pushed_out_meanwhile_is_still_found_by_that_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The run back in the table is found by the `TaskResult` it returned again, as before it was
+    pushed out: a second outcome of another name recorded by that result is counted."""
+    monkeypatch.setattr(outcomes_module, "RECENT_RUNS", 2)
+    exporter, reader = InMemorySpanExporter(), InMemoryMetricReader()
+    with otel_agents.configure(span_exporter=exporter, metric_readers=[reader], store=False) as telemetry:
+        result = await writers_room(max_messages=2, name="named").run(task="go")
+        assert telemetry.force_flush()
+        find = outcomes_module._find
+
+        def found_then_pushed_out(run: object) -> outcomes_module.RunRef:
+            found = find(run)
+            with outcomes_module._lock:  # two newer runs come in, as 4,096 would
+                for newer in ("a" * 32, "b" * 32):
+                    outcomes_module._put(outcomes_module.RunRef(newer, 1, 1, "other", None, None))
+            assert id(run) not in outcomes_module._results, "its result was forgotten with it"
+            monkeypatch.setattr(outcomes_module, "_find", find)  # once
+            return found
+
+        monkeypatch.setattr(outcomes_module, "_find", found_then_pushed_out)
+        otel_agents.record_outcome(result, "good", name="quality")
+        otel_agents.record_outcome(result, "fine", name="tone")
+        with pytest.raises(ValueError, match="already has an outcome named 'quality'"):
+            otel_agents.record_outcome(result, "bad", name="quality")
+        assert counted(reader) == {("named", "quality", "good"): 1, ("named", "tone", "fine"): 1}

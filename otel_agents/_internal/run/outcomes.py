@@ -284,14 +284,20 @@ def ended(workflow: WorkflowSpan) -> None:
     result = workflow.result
     if result is None:
         return
+    with _lock:
+        if run_key in _runs:
+            _remember_result(result, run_key)
+
+
+def _remember_result(result: object, run_key: int | str) -> None:
+    """(Under the lock.) `result` names its run from now on, while it lives (a result that cannot
+    be weakly referred to is not remembered: by id alone would be unsafe; the run id still works)."""
     key = id(result)
     try:
         ref = weakref.ref(result, lambda _, key=key: _results.pop(key, None))  # type: ignore[misc]
-    except TypeError:  # not weakly referable: by id alone would be unsafe; the run id still works
+    except TypeError:
         return
-    with _lock:
-        if run_key in _runs:
-            _results[key] = (ref, run_key)
+    _results[key] = (ref, run_key)
 
 
 async def settle(workflow: WorkflowSpan) -> None:
@@ -411,6 +417,8 @@ def record_outcome(
         if ref is None:  # pushed out of the table since it was found (newer runs): back in, the newest
             _put(found)
             ref = found
+            if not isinstance(run, str):  # found by the result it returned: that result names it again
+                _remember_result(run, found.key)
         if not ref.take(outcome.name):  # taken: a second call of the same name is refused
             raise ValueError(f"run {ref.run_id} already has an outcome named {outcome.name!r}")
     workflow = ref.open_span()
