@@ -232,3 +232,12 @@ def test_a_port_in_use_is_a_one_line_error(tmp_path: Path) -> None:
     assert done.returncode == 1 and done.stdout == ""
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"otel-agents: error: cannot listen on 127.0.0.1:{port}: ") and "--port 0" in line, line
+
+
+def test_the_demo_model_and_the_page_run_side_by_side_on_their_default_ports() -> None:
+    """A newcomer leaves `serve-demo-model &` running and opens `otel-agents ui`: no port clash."""
+    from otel_agents.cli._main import _parser
+
+    parser = _parser()
+    demo_model, page = parser.parse_args(["serve-demo-model"]), parser.parse_args(["ui"])
+    assert demo_model.port == 8766 and page.port == 8765, "the ports the docs name"

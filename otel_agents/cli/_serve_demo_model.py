@@ -3,7 +3,7 @@
     otel-agents serve-demo-model [--port PORT]    # on 127.0.0.1; PORT 0: a free one
 
 So that an app on AutoGen's OpenAI client (the quick start) runs with no API key and no network:
-`OPENAI_BASE_URL=http://127.0.0.1:8765/v1 OPENAI_API_KEY=unused python app.py`. The first line it
+`OPENAI_BASE_URL=http://127.0.0.1:8766/v1 OPENAI_API_KEY=unused python app.py`. The first line it
 prints on stdout is that base URL, once the socket listens; Ctrl-C or SIGTERM stops it at once,
 with exit 0.
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from types import FrameType
 
 HOST: Final = "127.0.0.1"
-DEFAULT_PORT: Final = 8765
+DEFAULT_PORT: Final = 8766
 EXIT_FAILURE: Final = 1
 CHARACTERS_PER_TOKEN: Final = 4
 TOKENS_PER_MESSAGE: Final = 4
