@@ -328,6 +328,24 @@ def test_a_run_the_collector_ends_while_the_registry_is_busy_does_not_deadlock()
     assert done.stdout.splitlines()[:2] == ["collected", "['consumer_closed']"], done.stdout + done.stderr[-2000:]
 
 
+COLLECTED_WHILE_NAMING = COLLECTED_WHILE_BUSY.replace(
+    "from otel_agents._internal.tracing.registry import REGISTRY", "from otel_agents._internal.run import outcomes"
+).replace("with REGISTRY._lock:", "with outcomes._lock:")
+
+
+def test_a_run_the_collector_ends_while_outcomes_are_being_recorded_does_not_deadlock() -> None:
+    """As above, with the lock of the runs `record_outcome` can name held (it allocates under it):
+    the run's end, which comes to that table, still goes through."""
+    import subprocess
+    import sys
+
+    assert "with outcomes._lock:" in COLLECTED_WHILE_NAMING
+    done = subprocess.run(
+        [sys.executable, "-c", COLLECTED_WHILE_NAMING], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.stdout.splitlines()[:2] == ["collected", "['consumer_closed']"], done.stdout + done.stderr[-2000:]
+
+
 def test_a_stream_collected_in_another_thread_is_closed_on_its_own_event_loop(capture: Capture) -> None:
     """Two threads, each with its event loop. A stream left in a reference cycle in thread A is
     freed by a collection that thread B happens to set off: the stream's cleanup runs on loop A, as

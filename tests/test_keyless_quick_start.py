@@ -240,4 +240,4 @@ def test_the_demo_model_and_the_page_run_side_by_side_on_their_default_ports() -
 
     parser = _parser()
     demo_model, page = parser.parse_args(["serve-demo-model"]), parser.parse_args(["ui"])
-    assert demo_model.port == 8766 and page.port == 8765, "the ports the docs name"
+    assert (demo_model.port, page.port) == (8766, 8765), "8766 for the demo model, 8765 for the page"

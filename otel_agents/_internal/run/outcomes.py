@@ -10,7 +10,8 @@
   `OTEL_LOGS_EXPORTER`, or one the app set up; otel-agents sets up none of its own).
 
 Memory: the runs of the last `RECENT_RUNS` starts are known in memory (their id, trace, outcomes);
-a result a run returned is known while the application holds it (a weak reference) and the run is.
+a result a run returned is known while the application holds it (a weak reference) and the run is
+(a run `record_outcome(run_id)` puts back into the table is found by its id only).
 An older run is found by its id in the store. An ended run nobody has named yet is two ints in the
 table (its id, and its trace, span and team packed): under 200 bytes with the table's slots, where
 a `RunRef` with its id's text took some 290 (a run the outcome callable named keeps its `RunRef`).
@@ -165,7 +166,9 @@ class _Teams:
         self.holders.clear()
 
 
-_lock = threading.Lock()
+_lock = threading.RLock()
+"""Re-entrant: a stream dropped in a reference cycle ends its run (and so comes to `ended`) from
+the garbage collector, which may run inside an allocation made under this very lock."""
 _runs: dict[int | str, RunRef | int] = {}
 """Run id (as `_key` keys it) -> its `RunRef`, or, for an ended run nobody has named, `packed()`."""
 _started: deque[int | str] = deque()
