@@ -5,5 +5,5 @@
 # that the commands it prints at the end (`.venv/bin/otel-agents runs`, ...) work as printed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-(cd "$root" && source scripts/_venv.sh "[ui]")  # the web page's extra, so the `ui` it names works
+(cd "$root" && source scripts/_venv.sh "[openai,ui]")  # AutoGen's OpenAI client (the quick start) and the web page
 exec "$root/.venv/bin/otel-agents" "$@" demo

@@ -241,6 +241,42 @@ def test_the_demo_script_runs_as_the_readme_shows_it(tmp_path: Path) -> None:
     assert any(line.startswith("invoke_workflow writers-room") for line in normalised), done.stdout[-2000:]
 
 
+def test_the_demo_scripts_environment_runs_the_quick_start_in_a_fresh_clone(tmp_path: Path) -> None:
+    """A newcomer runs the README's demo, then the quick start without a key in the `.venv` the demo
+    made (Getting started): AutoGen's OpenAI client is installed there, so it runs."""
+    from tests.support.openai_server import OpenAIServer
+
+    clone = tmp_path / "clone"
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    for name in listed:  # the working tree as a fresh clone has it: no .venv
+        source = ROOT / name
+        if source.is_file():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, clone / name)
+    home = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
+    demo = subprocess.run(
+        ["bash", "scripts/demo.sh"], cwd=clone, env=home, capture_output=True, text=True, timeout=900, check=False
+    )
+    assert demo.returncode == 0, demo.stderr[-2000:]
+    with OpenAIServer() as server:
+        quick_start = subprocess.run(
+            [str(clone / ".venv" / "bin" / "python"), "examples/quickstart.py"],
+            cwd=clone,
+            env={**home, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "unused"},
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+    assert "stopped: Maximum number of messages 3 reached" in quick_start.stdout, quick_start.stderr[-2000:]
+
+
 # --- the runbook: every alert has its section ------------------------------------------------------
 
 
