@@ -259,7 +259,7 @@ def test_the_demo_scripts_environment_runs_the_quick_start_in_a_fresh_clone(tmp_
         if source.is_file():
             (clone / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, clone / name)
-    home = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
+    home = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}  # pip's settings and cache kept; a store of its own
     demo = subprocess.run(
         ["bash", "scripts/demo.sh"], cwd=clone, env=home, capture_output=True, text=True, timeout=900, check=False
     )
