@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -344,6 +345,83 @@ def test_a_run_the_collector_ends_while_outcomes_are_being_recorded_does_not_dea
         [sys.executable, "-c", COLLECTED_WHILE_NAMING], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.stdout.splitlines()[:2] == ["collected", "['consumer_closed']"], done.stdout + done.stderr[-2000:]
+
+
+COLLECTED_WHILE_ENDING = COLLECTED_WHILE_BUSY.replace(
+    "    await stream.__anext__()\n", "    await stream.__anext__()\n    ending = stream.recorder._ending\n"
+).replace("with REGISTRY._lock:", "with ending:")
+
+
+def test_a_run_the_collector_ends_while_an_outcome_is_being_added_to_it_does_not_deadlock() -> None:
+    """As above, with the run's own lock held, as `add_outcome` holds it while it adds the event (it
+    allocates under it): the collector that frees the run's stream ends that very run all the same."""
+    import subprocess
+    import sys
+
+    assert "with ending:" in COLLECTED_WHILE_ENDING and "ending = stream" in COLLECTED_WHILE_ENDING
+    done = subprocess.run(
+        [sys.executable, "-c", COLLECTED_WHILE_ENDING], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.stdout.splitlines()[:2] == ["collected", "['consumer_closed']"], done.stdout + done.stderr[-2000:]
+
+
+COLLECTED_WHILE_THE_TOKEN_IS_BUSY = """
+import asyncio, gc
+import autogen_core
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+import otel_agents
+from tests.support.teams import writers_room
+
+tokens = []
+made = autogen_core.CancellationToken.__init__
+
+def remembered(self):
+    made(self)
+    tokens.append(self)
+
+autogen_core.CancellationToken.__init__ = remembered
+exporter = InMemorySpanExporter()
+telemetry = otel_agents.configure(span_exporter=exporter, store=False)
+
+async def main():
+    stream = otel_agents.run_stream(writers_room(max_messages=6), task="go")
+    token = tokens[0]  # run_stream's own, made before the team's run starts
+    await stream.__anext__()
+    cycle = [stream]
+    cycle.append(cycle)  # only the collector frees it now
+    del stream, cycle
+    with token._lock:  # as when the team links a future to its token (AutoGen allocates under that lock)
+        gc.collect()
+    print("collected")
+    for _ in range(1000):  # the loop's next steps: the team is cancelled in one of them
+        if token.is_cancelled():
+            break
+        await asyncio.sleep(0)
+    print("cancelled" if token.is_cancelled() else "not cancelled")
+
+asyncio.run(main())
+"""
+
+
+def test_a_run_stream_the_collector_frees_while_the_team_holds_its_token_does_not_deadlock() -> None:
+    """`run_stream` cancels the team when its stream is dropped; when the collector drops it, inside an
+    allocation the team makes under its token's lock, the team is cancelled at the loop's next step,
+    not there (where AutoGen's lock would wait for ever)."""
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", COLLECTED_WHILE_THE_TOKEN_IS_BUSY],
+            cwd=Path(__file__).resolve().parents[1],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as stuck:
+        pytest.fail(f"deadlocked: {stuck.stdout!r}")
+    assert done.stdout.splitlines() == ["collected", "cancelled"], done.stdout + done.stderr[-2000:]
 
 
 def test_a_stream_collected_in_another_thread_is_closed_on_its_own_event_loop(capture: Capture) -> None:

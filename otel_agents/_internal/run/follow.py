@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import Any, Generic, Literal, Protocol, TypeVar
@@ -74,6 +75,29 @@ process_state.hold(
     bound="each until its closing task is done (or its loop closed)",
     size=lambda: len(_closing),
     forget=_forget_closing,
+)
+
+
+class _Collection:
+    """Whether the garbage collector is collecting now (told by its callbacks, `gc.callbacks`)."""
+
+    __slots__ = ("running",)
+
+    def __init__(self) -> None:
+        self.running = False
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        self.running = phase == "start"
+
+
+_collection = _Collection()
+gc.callbacks.append(_collection)
+process_state.hold(
+    __name__,
+    "_collection",
+    bound="one flag, set while a collection runs",
+    size=lambda: int(_collection.running),
+    forget=None,  # the collector's callbacks set it: it is never stale
 )
 
 
@@ -287,7 +311,15 @@ class RunStream(Generic[T]):
         if loop is None or loop is here:
             # The run ends once AutoGen's stream has closed: a team with its own runtime runs on to
             # its end in there, and those turns are the run's too (recorded and counted).
-            _leave(self._recorder, self._cancel)
+            cancel = self._cancel
+            if cancel is not None and here is not None and _collection.running:
+                # Freed by the collector, which may run inside an allocation the team makes under its
+                # token's (non-reentrant) lock: cancelling here could wait on it for ever. The loop
+                # cancels the team at its next step instead (a `break` drops the stream outside any
+                # collection: cancelled at once).
+                here.call_soon(_safely, "cancel the team", cancel)
+                cancel = None
+            _leave(self._recorder, cancel)
             if not _close_in_task(self._stream, self._own, here, then=self._recorder):
                 _end(self._recorder)
             return

@@ -218,7 +218,9 @@ class WorkflowSpan:
         """The last message's text, kept only with content capture on the span (`output.value`)."""
         self._ended = False
         self._finished = False
-        self._ending = threading.Lock()
+        self._ending = threading.RLock()
+        """Re-entrant: the garbage collector may end the run (its stream dropped in a reference
+        cycle) inside an allocation made under this very lock (`add_outcome`'s event)."""
         self.at_first_item: Callable[[], None] | None = None
         """Called once, at the first item (the run really started)."""
         self.before_end: Callable[[], Awaitable[None]] | None = None
@@ -341,11 +343,12 @@ class WorkflowSpan:
     def add_outcome(self, outcome: Outcome) -> bool:
         """An outcome recorded while the run is open: an event on its span, counted (once a name).
         False when the run has ended (or has one of that name): nothing added."""
-        with self._ending:  # the span cannot end half-way through
+        attributes = outcome.attributes(self.run.content)
+        with self._ending:  # another thread's end waits for the event to be added
             if self._ended or outcome.name in self.outcomes:
                 return False
             self.outcomes[outcome.name] = outcome
-            self.span.add_event(sc.GEN_AI_EVALUATION_RESULT_EVENT, outcome.attributes(self.run.content))
+            self.span.add_event(sc.GEN_AI_EVALUATION_RESULT_EVENT, attributes)
         if self.run.instruments is not None:
             self.run.instruments.outcome(workflow=self.run.workflow, outcome=outcome, context=self.context)
         return True
@@ -366,7 +369,7 @@ class WorkflowSpan:
 
     def forked_away(self) -> None:
         """(In a forked child.) The run is the parent's: ending it here does nothing."""
-        self._ending = threading.Lock()  # another thread of the parent may have held it at the fork
+        self._ending = threading.RLock()  # another thread of the parent may have held it at the fork
         self._ended = True
 
     def end(self) -> None:
