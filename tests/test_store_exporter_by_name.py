@@ -102,3 +102,57 @@ def test_the_recipe_writes_the_store_quietly(tmp_path: Path) -> None:
         check=True,
     )
     assert len(json.loads(listed.stdout)) == 2
+
+
+def test_a_child_forked_while_the_store_was_being_written_still_writes_its_own_spans(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker pool forks while the parent's export thread writes the store (its locks held then):
+    the child's own exports are written, not left waiting for ever on locks nobody in it releases."""
+    import signal
+
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from otel_agents._internal.export.store_exporter import StoreExporter
+
+    monkeypatch.setenv("OTEL_AGENTS_STORE", str(tmp_path / "store"))
+    exporter = StoreExporter()
+    span = TracerProvider().get_tracer("fork").start_span("a span")
+    span.end()
+    guarded = exporter._guarded
+    held = (guarded._lock, guarded._one_at_a_time, guarded.exporter._lock)
+    for lock in held:  # as the parent's export thread holds them while it writes
+        lock.acquire()
+    try:
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:  # pragma: no cover - runs in the child
+            try:
+                signal.alarm(30)  # a child stuck on a lock is killed, not waited for
+                os.write(write, exporter.export([span]).name.encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as pipe:
+            in_child = pipe.read()
+        _, status = os.waitpid(child, 0)
+    finally:
+        for lock in held:
+            lock.release()
+    assert in_child == "SUCCESS", f"the child's export: {in_child or 'stuck on a lock'} (wait status {status})"
+    assert len(Store(tmp_path / "store").spans(format(span.get_span_context().trace_id, "032x"))) == 1
+
+
+def test_configures_pipeline_resets_the_stores_lock_in_a_forked_child_too(tmp_path: Path) -> None:
+    """`configure()`'s pipeline resets its guard in a forked child (its batch processor does), and
+    the guard resets the store's lock behind it."""
+    from otel_agents._internal.export.health import Health
+    from otel_agents._internal.export.pipeline import GuardedExporter
+    from otel_agents._internal.export.store.writer import StoreSpanExporter
+    from otel_agents._internal.genai.content import ContentPolicy
+
+    store = StoreSpanExporter(tmp_path / "store")
+    guarded = GuardedExporter(store, ContentPolicy(), Health())
+    store._lock.acquire()  # held by the parent's export thread at the fork
+    guarded.reset_after_fork()
+    assert not store._lock.locked()

@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_agents._internal.config.params import environment
 from otel_agents._internal.config.settings import resolve_settings, store_dir
+from otel_agents._internal.export.fork import reset_in_forked_child
 from otel_agents._internal.export.health import Health, SpanAccount
 from otel_agents._internal.export.pipeline import GuardedExporter
 
@@ -38,6 +39,7 @@ class StoreExporter(SpanExporter):
         self._guarded = GuardedExporter(
             StoreSpanExporter(directory, max_bytes=settings.store_max_bytes), settings.content, self.health
         )
+        reset_in_forked_child(self._guarded)  # the distro's processor does not reset what is ours
         self._exported = 0
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:

@@ -316,6 +316,11 @@ class StoreSpanExporter(SpanExporter):
             self.failure = None
             return SpanExportResult.SUCCESS
 
+    def reset_after_fork(self) -> None:
+        """In a forked child: the lock, which the parent's export thread may have held at the fork
+        (its write is the parent's; the child writes with connections of its own)."""
+        self._lock = threading.Lock()
+
     def _why_not_written(self, error: Exception) -> str:
         if isinstance(error, StoreVersionError):
             return f"cannot write to the store at {self.store.directory}: {error}"
