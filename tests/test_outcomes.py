@@ -505,3 +505,27 @@ async def test_a_run_found_by_its_result_and_pushed_out_meanwhile_is_still_found
         with pytest.raises(ValueError, match="already has an outcome named 'quality'"):
             otel_agents.record_outcome(result, "bad", name="quality")
         assert counted(reader) == {("named", "quality", "good"): 1, ("named", "tone", "fine"): 1}
+
+
+async def test_an_outcome_added_as_the_collector_ends_its_run_is_recorded_after_the_end(tmp_path: Path) -> None:
+    """The garbage collector may end a run (its stream dropped in a cycle) inside the very event
+    `record_outcome` adds to the open run's span: the outcome is then recorded as after the run's
+    end (stored, counted once), not lost with an event the ended span drops."""
+    exporter, reader, store = InMemorySpanExporter(), InMemoryMetricReader(), tmp_path / "store"
+    with otel_agents.configure(span_exporter=exporter, metric_readers=[reader], store=store) as telemetry:
+        stream = otel_agents.tap(writers_room(max_messages=3, name="dropped").run_stream(task="go"))
+        await stream.__anext__()
+        workflow = stream.recorder
+        assert workflow is not None and workflow.run_id is not None
+        add_event = workflow.span.add_event
+
+        def ended_by_the_collector_first(name: str, attributes: Any = None) -> None:
+            workflow.end()  # as a collection set off in here would
+            add_event(name, attributes)
+
+        workflow.span.add_event = ended_by_the_collector_first  # type: ignore[method-assign]
+        otel_agents.record_outcome(workflow.run_id, "good", name="quality")
+        await stream.aclose()
+        assert telemetry.force_flush()
+    assert [(o.name, o.label) for found in Store(store).outcomes().values() for o in found] == [("quality", "good")]
+    assert counted(reader) == {("dropped", "quality", "good"): 1}

@@ -349,6 +349,9 @@ class WorkflowSpan:
                 return False
             self.outcomes[outcome.name] = outcome
             self.span.add_event(sc.GEN_AI_EVALUATION_RESULT_EVENT, attributes)
+            if self._ended:  # ended in there (the collector, re-entering): the event came too late
+                del self.outcomes[outcome.name]
+                return False
         if self.run.instruments is not None:
             self.run.instruments.outcome(workflow=self.run.workflow, outcome=outcome, context=self.context)
         return True
