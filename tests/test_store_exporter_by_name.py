@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,55 +105,99 @@ def test_the_recipe_writes_the_store_quietly(tmp_path: Path) -> None:
     assert len(json.loads(listed.stdout)) == 2
 
 
-def test_a_child_forked_while_the_store_was_being_written_still_writes_its_own_spans(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A worker pool forks while the parent's export thread writes the store (its locks held then):
-    the child's own exports are written, not left waiting for ever on locks nobody in it releases."""
+def _exported_in_a_forked_child(exporter: object, span: object) -> tuple[str, int]:
+    """What `exporter.export([span])` returns in a child forked now (its name), and the child's wait
+    status; a child stuck on a lock is killed by its alarm, and says nothing."""
     import signal
 
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        try:
+            signal.alarm(30)
+            os.write(write, exporter.export([span]).name.encode())  # type: ignore[attr-defined]
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        said = pipe.read()
+    return said, os.waitpid(child, 0)[1]
+
+
+def _ended_span(name: str) -> Any:
     from opentelemetry.sdk.trace import TracerProvider
 
+    span = TracerProvider().get_tracer("fork").start_span(name)
+    span.end()
+    return span
+
+
+@pytest.mark.every_python
+def test_a_child_forked_while_the_guard_was_busy_still_writes_its_own_spans(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker pool forks while the parent's export thread is inside the content guard (its locks
+    held then): the child's own exports are written, not left waiting for ever on locks nobody in
+    it releases."""
     from otel_agents._internal.export.store_exporter import StoreExporter
 
     monkeypatch.setenv("OTEL_AGENTS_STORE", str(tmp_path / "store"))
     exporter = StoreExporter()
-    span = TracerProvider().get_tracer("fork").start_span("a span")
-    span.end()
-    guarded = exporter._guarded
-    held = (guarded._lock, guarded._one_at_a_time, guarded.exporter._lock)
-    for lock in held:  # as the parent's export thread holds them while it writes
+    span = _ended_span("a span")
+    held = (exporter._guarded._lock, exporter._guarded._one_at_a_time)
+    for lock in held:  # as the parent's export thread holds them
         lock.acquire()
     try:
-        read, write = os.pipe()
-        child = os.fork()
-        if child == 0:  # pragma: no cover - runs in the child
-            try:
-                signal.alarm(30)  # a child stuck on a lock is killed, not waited for
-                os.write(write, exporter.export([span]).name.encode())
-            finally:
-                os._exit(0)
-        os.close(write)
-        with os.fdopen(read) as pipe:
-            in_child = pipe.read()
-        _, status = os.waitpid(child, 0)
+        said, status = _exported_in_a_forked_child(exporter, span)
     finally:
         for lock in held:
             lock.release()
-    assert in_child == "SUCCESS", f"the child's export: {in_child or 'stuck on a lock'} (wait status {status})"
+    assert said == "SUCCESS", f"the child's export: {said or 'stuck on a lock'} (wait status {status})"
     assert len(Store(tmp_path / "store").spans(format(span.get_span_context().trace_id, "032x"))) == 1
 
 
-def test_configures_pipeline_resets_the_stores_lock_in_a_forked_child_too(tmp_path: Path) -> None:
-    """`configure()`'s pipeline resets its guard in a forked child (its batch processor does), and
-    the guard resets the store's lock behind it."""
-    from otel_agents._internal.export.health import Health
-    from otel_agents._internal.export.pipeline import GuardedExporter
-    from otel_agents._internal.export.store.writer import StoreSpanExporter
-    from otel_agents._internal.genai.content import ContentPolicy
+@pytest.mark.every_python
+def test_a_fork_waits_for_the_store_write_under_way_so_the_child_writes_its_own_spans(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork in the middle of the parent's store write would leave SQLite's locks of that write's
+    transaction in the child ("database is locked" at each of its writes): the fork waits for that
+    write to end, and the child then writes its own spans."""
+    import sqlite3
 
-    store = StoreSpanExporter(tmp_path / "store")
-    guarded = GuardedExporter(store, ContentPolicy(), Health())
-    store._lock.acquire()  # held by the parent's export thread at the fork
-    guarded.reset_after_fork()
-    assert not store._lock.locked()
+    from otel_agents._internal.export.store_exporter import StoreExporter
+    from otel_agents._internal.export.store_path import DATABASE
+
+    monkeypatch.setenv("OTEL_AGENTS_STORE", str(tmp_path / "store"))
+    exporter = StoreExporter()
+    assert exporter.export([_ended_span("the first")]).name == "SUCCESS"  # the database exists
+    store = exporter._guarded.exporter
+    in_transaction, forking = threading.Event(), threading.Event()
+
+    def write_until_a_fork_comes() -> None:  # the parent's export thread, half-way through a write
+        with store._lock:
+            connection = sqlite3.connect(tmp_path / "store" / DATABASE, isolation_level=None)
+            connection.execute("BEGIN IMMEDIATE")
+            in_transaction.set()
+            forking.wait()
+            connection.execute("COMMIT")
+            connection.close()
+
+    waits_for_the_write = store.before_fork
+
+    def fork_comes() -> None:
+        forking.set()  # the write goes on to its end
+        waits_for_the_write()
+
+    monkeypatch.setattr(store, "before_fork", fork_comes)
+    writer = threading.Thread(target=write_until_a_fork_comes)
+    writer.start()
+    assert in_transaction.wait(timeout=30)
+    span = _ended_span("the child's")
+    try:
+        said, status = _exported_in_a_forked_child(exporter, span)
+    finally:
+        forking.set()  # (without the fork's wait: after the fork)
+        writer.join(timeout=30)
+    assert said == "SUCCESS", f"the child's export: {said or 'stuck'} (wait status {status})"
+    assert len(Store(tmp_path / "store").spans(format(span.get_span_context().trace_id, "032x"))) == 1

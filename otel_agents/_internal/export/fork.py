@@ -1,5 +1,7 @@
 """Fork handling: a forked child resets the counts of the pipelines alive at the fork (it counts
-what it loses, not what its parent lost), through one fork hook for the process."""
+what it loses, not what its parent lost), through one set of fork hooks for the process. What must
+not be half-way through at the fork (a store write: SQLite's state of an open transaction would
+stay in the child) holds still across it (`before_fork`, `after_fork_in_parent`)."""
 
 from __future__ import annotations
 
@@ -37,9 +39,30 @@ def _reset_after_fork() -> None:
             logger.warning("otel-agents could not reset %r in a forked child", alive, exc_info=True)
 
 
-os.register_at_fork(after_in_child=_reset_after_fork)
+def _before_fork() -> None:
+    for alive in list(_reset_in_forked_child):
+        hold = getattr(alive, "before_fork", None)
+        if hold is not None:
+            try:
+                hold()
+            except Exception:  # the fork goes on
+                logger.warning("otel-agents could not prepare %r for a fork", alive, exc_info=True)
+
+
+def _after_fork_in_parent() -> None:
+    for alive in list(_reset_in_forked_child):
+        release = getattr(alive, "after_fork_in_parent", None)
+        if release is not None:
+            try:
+                release()
+            except Exception:  # the others are released all the same
+                logger.warning("otel-agents could not resume %r after a fork", alive, exc_info=True)
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_reset_after_fork)
 
 
 def reset_in_forked_child(alive: _ResetInForkedChild) -> None:
-    """Reset `alive` (`reset_after_fork()`) in a forked child, as long as it lives."""
+    """Reset `alive` (`reset_after_fork()`) in a forked child, as long as it lives; where it has
+    `before_fork()` and `after_fork_in_parent()`, the parent calls them around each fork."""
     _reset_in_forked_child.add(alive)

@@ -155,17 +155,13 @@ class GuardedExporter(SpanExporter):
             logger.debug("otel-agents: an exporter failed to shut down", exc_info=True)
 
     def reset_after_fork(self) -> None:
-        """In a forked child: nothing handed or under way yet (the parent exports its own queue);
-        the exporter behind resets its own locks too, where it has any (the store's)."""
+        """In a forked child: nothing handed or under way yet (the parent exports its own queue)."""
         self._lock = threading.Lock()
         self._one_at_a_time = threading.Lock()
         self._exporting = 0
         self.handed_spans = 0
         self.delivered_spans = 0
         self.failed_spans = 0
-        reset = getattr(self.exporter, "reset_after_fork", None)
-        if callable(reset):
-            reset()
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         flush = getattr(self.exporter, "force_flush", None)

@@ -39,12 +39,17 @@ class StoreExporter(SpanExporter):
         self._guarded = GuardedExporter(
             StoreSpanExporter(directory, max_bytes=settings.store_max_bytes), settings.content, self.health
         )
-        reset_in_forked_child(self._guarded)  # the distro's processor does not reset what is ours
         self._exported = 0
+        reset_in_forked_child(self)  # the distro's processor does not reset what is ours
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         self._exported += len(spans)
         return self._guarded.export(spans)
+
+    def reset_after_fork(self) -> None:
+        """In a forked child: its guard's locks and counts, and its own count, start afresh."""
+        self._guarded.reset_after_fork()
+        self._exported = 0
 
     def span_accounts(self) -> list[SpanAccount]:
         """The spans handed to this exporter: delivered, or failed (the distro's queue in front of

@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_agents._internal import keys as sc
+from otel_agents._internal.export.fork import reset_in_forked_child
 from otel_agents._internal.export.scrub import encodable
 from otel_agents._internal.export.store.schema import (
     ADDED_IN_1,
@@ -297,6 +298,7 @@ class StoreSpanExporter(SpanExporter):
 
         self.store = StoreWriter(directory, max_bytes=max_bytes)
         self._lock = threading.Lock()
+        reset_in_forked_child(self)
         self.dropped_spans = 0
         self.failure: str | None = None
         """Why the last batch could not be written (None: it was)."""
@@ -316,9 +318,16 @@ class StoreSpanExporter(SpanExporter):
             self.failure = None
             return SpanExportResult.SUCCESS
 
+    def before_fork(self) -> None:
+        """No write is half-way through at a fork (SQLite would keep its transaction's locks in
+        the child): the fork waits for the one under way, if any."""
+        self._lock.acquire()
+
+    def after_fork_in_parent(self) -> None:
+        self._lock.release()
+
     def reset_after_fork(self) -> None:
-        """In a forked child: the lock, which the parent's export thread may have held at the fork
-        (its write is the parent's; the child writes with connections of its own)."""
+        """In a forked child: a lock of its own (the child writes with connections of its own)."""
         self._lock = threading.Lock()
 
     def _why_not_written(self, error: Exception) -> str:
