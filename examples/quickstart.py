@@ -6,7 +6,7 @@
     otel-agents show <run id>   # its trace, as a tree
 
 That environment's Python and `otel-agents`: in a clone, after `bash scripts/demo.sh`, they are
-`.venv/bin/python` and `.venv/bin/otel-agents` (`.venv/bin/pip install -e '.[openai]'` first), or
+`.venv/bin/python` and `.venv/bin/otel-agents` (the demo installs the `openai` extra there), or
 `source .venv/bin/activate` once. Without OTEL_EXPORTER_OTLP_ENDPOINT the trace goes to the local
 store that `otel-agents` reads; with it (e.g. http://localhost:4318 for a Collector or Jaeger),
 over OTLP.
