@@ -317,16 +317,21 @@ print([s.attributes.get("otel_agents.stop_reason") for s in runs])
 """
 
 
-def test_a_run_the_collector_ends_while_the_registry_is_busy_does_not_deadlock() -> None:
-    """A stream dropped inside a reference cycle is ended by the garbage collector, which runs at
-    whatever allocation sets it off, one the registry makes under its own lock included."""
+def collected(script: str) -> list[str]:
+    """The first two lines `script` prints, run in a Python of its own: "collected" and the run's
+    stop reasons once the collector ended the run (a script that deadlocks says "deadlocked")."""
     import subprocess
     import sys
 
-    done = subprocess.run(
-        [sys.executable, "-c", COLLECTED_WHILE_BUSY], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.stdout.splitlines()[:2] == ["collected", "['consumer_closed']"], done.stdout + done.stderr[-2000:]
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.stdout, done.stderr[-2000:]
+    return done.stdout.splitlines()[:2]
+
+
+def test_a_run_the_collector_ends_while_the_registry_is_busy_does_not_deadlock() -> None:
+    """A stream dropped inside a reference cycle is ended by the garbage collector, which runs at
+    whatever allocation sets it off, one the registry makes under its own lock included."""
+    assert collected(COLLECTED_WHILE_BUSY) == ["collected", "['consumer_closed']"]
 
 
 COLLECTED_WHILE_NAMING = COLLECTED_WHILE_BUSY.replace(
@@ -337,14 +342,8 @@ COLLECTED_WHILE_NAMING = COLLECTED_WHILE_BUSY.replace(
 def test_a_run_the_collector_ends_while_outcomes_are_being_recorded_does_not_deadlock() -> None:
     """As above, with the lock of the runs `record_outcome` can name held (it allocates under it):
     the run's end, which comes to that table, still goes through."""
-    import subprocess
-    import sys
-
     assert "with outcomes._lock:" in COLLECTED_WHILE_NAMING
-    done = subprocess.run(
-        [sys.executable, "-c", COLLECTED_WHILE_NAMING], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.stdout.splitlines()[:2] == ["collected", "['consumer_closed']"], done.stdout + done.stderr[-2000:]
+    assert collected(COLLECTED_WHILE_NAMING) == ["collected", "['consumer_closed']"]
 
 
 COLLECTED_WHILE_ENDING = COLLECTED_WHILE_BUSY.replace(
@@ -355,14 +354,8 @@ COLLECTED_WHILE_ENDING = COLLECTED_WHILE_BUSY.replace(
 def test_a_run_the_collector_ends_while_an_outcome_is_being_added_to_it_does_not_deadlock() -> None:
     """As above, with the run's own lock held, as `add_outcome` holds it while it adds the event (it
     allocates under it): the collector that frees the run's stream ends that very run all the same."""
-    import subprocess
-    import sys
-
     assert "with ending:" in COLLECTED_WHILE_ENDING and "ending = stream" in COLLECTED_WHILE_ENDING
-    done = subprocess.run(
-        [sys.executable, "-c", COLLECTED_WHILE_ENDING], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.stdout.splitlines()[:2] == ["collected", "['consumer_closed']"], done.stdout + done.stderr[-2000:]
+    assert collected(COLLECTED_WHILE_ENDING) == ["collected", "['consumer_closed']"]
 
 
 COLLECTED_WHILE_THE_TOKEN_IS_BUSY = """

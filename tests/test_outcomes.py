@@ -446,6 +446,24 @@ async def test_runs_past_the_bound_are_forgotten_with_their_teams_and_results(mo
         assert list(outcomes_module._teams.holders.values()) == [3]
 
 
+def pushed_out_once_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next run `record_outcome` finds is pushed out of the table (with `RECENT_RUNS` at 2) right
+    after it is found, by two newer runs, as 4,096 would push it out."""
+    find = outcomes_module._find
+
+    def found_then_pushed_out(run: object) -> outcomes_module.RunRef:
+        found = find(run)
+        with outcomes_module._lock:
+            for newer in ("a" * 32, "b" * 32):
+                outcomes_module._put(outcomes_module.RunRef(newer, 1, 1, "other", None, None))
+        assert found.key not in outcomes_module._runs
+        assert id(run) not in outcomes_module._results, "a result it returned is forgotten with it"
+        monkeypatch.setattr(outcomes_module, "_find", find)  # once
+        return found
+
+    monkeypatch.setattr(outcomes_module, "_find", found_then_pushed_out)
+
+
 async def test_a_run_pushed_out_of_the_table_while_being_named_is_named_in_the_table(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -458,18 +476,7 @@ async def test_a_run_pushed_out_of_the_table_while_being_named_is_named_in_the_t
         await writers_room(max_messages=2, name="named").run(task="go")
         assert telemetry.force_flush()
         run_id = last_run_id(exporter)
-        find = outcomes_module._find
-
-        def found_then_pushed_out(run: object) -> outcomes_module.RunRef:
-            found = find(run)
-            with outcomes_module._lock:  # two newer runs come in, as 4,096 would
-                for newer in ("a" * 32, "b" * 32):
-                    outcomes_module._put(outcomes_module.RunRef(newer, 1, 1, "other", None, None))
-            assert found.key not in outcomes_module._runs
-            monkeypatch.setattr(outcomes_module, "_find", find)  # once
-            return found
-
-        monkeypatch.setattr(outcomes_module, "_find", found_then_pushed_out)
+        pushed_out_once_found(monkeypatch)
         otel_agents.record_outcome(run_id, "good", name="quality")
         assert isinstance(outcomes_module._runs[int(run_id, 16)], outcomes_module.RunRef)
         with pytest.raises(ValueError, match="already has an outcome named 'quality'"):
@@ -488,18 +495,7 @@ async def test_a_run_found_by_its_result_and_pushed_out_meanwhile_is_still_found
     with otel_agents.configure(span_exporter=exporter, metric_readers=[reader], store=False) as telemetry:
         result = await writers_room(max_messages=2, name="named").run(task="go")
         assert telemetry.force_flush()
-        find = outcomes_module._find
-
-        def found_then_pushed_out(run: object) -> outcomes_module.RunRef:
-            found = find(run)
-            with outcomes_module._lock:  # two newer runs come in, as 4,096 would
-                for newer in ("a" * 32, "b" * 32):
-                    outcomes_module._put(outcomes_module.RunRef(newer, 1, 1, "other", None, None))
-            assert id(run) not in outcomes_module._results, "its result was forgotten with it"
-            monkeypatch.setattr(outcomes_module, "_find", find)  # once
-            return found
-
-        monkeypatch.setattr(outcomes_module, "_find", found_then_pushed_out)
+        pushed_out_once_found(monkeypatch)
         otel_agents.record_outcome(result, "good", name="quality")
         otel_agents.record_outcome(result, "fine", name="tone")
         with pytest.raises(ValueError, match="already has an outcome named 'quality'"):

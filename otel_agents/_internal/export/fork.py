@@ -39,27 +39,23 @@ def _reset_after_fork() -> None:
             logger.warning("otel-agents could not reset %r in a forked child", alive, exc_info=True)
 
 
-def _before_fork() -> None:
+def _each(method: str) -> None:
+    """Call `method` of each one alive that has it (the fork goes on, and the others are called,
+    whatever one of them raises)."""
     for alive in list(_reset_in_forked_child):
-        hold = getattr(alive, "before_fork", None)
-        if hold is not None:
+        call = getattr(alive, method, None)
+        if call is not None:
             try:
-                hold()
-            except Exception:  # the fork goes on
-                logger.warning("otel-agents could not prepare %r for a fork", alive, exc_info=True)
+                call()
+            except Exception:
+                logger.warning("otel-agents: %s of %r failed", method, alive, exc_info=True)
 
 
-def _after_fork_in_parent() -> None:
-    for alive in list(_reset_in_forked_child):
-        release = getattr(alive, "after_fork_in_parent", None)
-        if release is not None:
-            try:
-                release()
-            except Exception:  # the others are released all the same
-                logger.warning("otel-agents could not resume %r after a fork", alive, exc_info=True)
-
-
-os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_reset_after_fork)
+os.register_at_fork(
+    before=lambda: _each("before_fork"),
+    after_in_parent=lambda: _each("after_fork_in_parent"),
+    after_in_child=_reset_after_fork,
+)
 
 
 def reset_in_forked_child(alive: _ResetInForkedChild) -> None:
