@@ -31,14 +31,6 @@ process_state.hold(
 )
 
 
-def _reset_after_fork() -> None:
-    for alive in list(_reset_in_forked_child):
-        try:
-            alive.reset_after_fork()
-        except Exception:  # the others are reset all the same
-            logger.warning("otel-agents could not reset %r in a forked child", alive, exc_info=True)
-
-
 def _each(method: str) -> None:
     """Call `method` of each one alive that has it (the fork goes on, and the others are called,
     whatever one of them raises)."""
@@ -54,7 +46,7 @@ def _each(method: str) -> None:
 os.register_at_fork(
     before=lambda: _each("before_fork"),
     after_in_parent=lambda: _each("after_fork_in_parent"),
-    after_in_child=_reset_after_fork,
+    after_in_child=lambda: _each("reset_after_fork"),
 )
 
 
