@@ -327,6 +327,100 @@ async def test_a_trace_without_a_run_is_kept_by_its_trace_id_without_waiting() -
     assert {s.context.trace_id for s in exported.get_finished_spans()} == expected
 
 
+# --- runs ended in a collection --------------------------------------------------------------------
+# The garbage collector can end a dropped stream's run (its finaliser) inside any allocation, also one
+# the run sampler makes under its own (re-entrant) lock while it tells a trace's open runs why the
+# trace is kept. Here the telling itself ends a run, as such a collection would.
+
+
+def three_runs_of_one_trace(
+    ended_while_told: str, ended_before: Sequence[str] = ()
+) -> tuple[TracerProvider, RunSamplingProcessor, Batches, list[str]]:
+    """Runs 1, 2 and 3 of one trace, ratio 0; runs `ended_before` end first, then run 1, which waits
+    with two spans of its own, ends kept (`error`), and while the sampler tells run 2 why, run
+    `ended_while_told` ends; the rest end after. Returns the run ids in the order they ended."""
+    exported = Batches()
+    settings = resolve_settings(span_exporter_given=True, store=False)
+    sampling = RunSamplingProcessor([make_processor(exported, settings, Health())], Sampling(0.0))
+    provider = TracerProvider()
+    provider.add_span_processor(sampling)
+    tracer = provider.get_tracer("the-app")
+    first = tracer.start_span("run", attributes={"otel_agents.run.id": "1"})
+    within = trace.set_span_in_context(first)
+    runs = {str(n): tracer.start_span("run", within, attributes={"otel_agents.run.id": str(n)}) for n in (2, 3)}
+    for step in range(2):
+        tracer.start_span(f"step {step}", within).end()
+    told = runs["2"].set_attributes
+
+    def told_then_collected(attributes: Any) -> None:
+        told(attributes)
+        runs[ended_while_told].end()
+
+    runs["2"].set_attributes = told_then_collected  # type: ignore[method-assign]
+    for n in ended_before:
+        runs[n].end()
+    first.set_attribute("otel_agents.sample.kept_because", "error")
+    first.end()
+    ended = [*ended_before, "1", ended_while_told]
+    for n, run in runs.items():
+        if n not in ended:
+            run.end()
+            ended.append(n)
+    return provider, sampling, exported, ended
+
+
+@pytest.mark.parametrize(
+    ("ended_while_told", "ended_before"),
+    [("3", ()), ("2", ("3",))],
+    ids=["another-open-run", "the-last-open-run-deciding-the-trace"],
+)
+def test_a_run_ended_while_its_trace_is_being_kept_leaves_every_span_sent_once(
+    ended_while_told: str, ended_before: tuple[str, ...]
+) -> None:
+    provider, sampling, exported, ended = three_runs_of_one_trace(ended_while_told, ended_before)
+    try:
+        assert sorted(ended) == ["1", "2", "3"]
+        assert provider.force_flush()
+        names = sorted(span.attributes.get("otel_agents.run.id", span.name) for span in exported.spans)
+        assert names == ["1", "2", "3", "step 0", "step 1"], "each span once, none lost"
+        assert sampling.waiting_spans == 0 and sampling.waiting_runs == 0
+    finally:
+        provider.shutdown()
+
+
+def test_a_run_ended_while_its_trace_is_let_go_past_the_bound_leaves_its_spans_sent_once() -> None:
+    """Past `max_waiting_spans` traces waiting, the oldest is kept and let go; a collection while its
+    open run is told why ends that run, which decides the trace there and then."""
+    exported = Batches()
+    settings = resolve_settings(span_exporter_given=True, store=False)
+    sampling = RunSamplingProcessor([make_processor(exported, settings, Health())], Sampling(0.0, max_waiting_spans=1))
+    provider = TracerProvider()
+    provider.add_span_processor(sampling)
+    tracer = provider.get_tracer("the-app")
+    oldest = tracer.start_span("run", attributes={"otel_agents.run.id": "oldest"})
+    tracer.start_span("step", trace.set_span_in_context(oldest)).end()
+    told = oldest.set_attributes
+
+    def told_then_collected(attributes: Any) -> None:
+        told(attributes)
+        oldest.end()
+
+    oldest.set_attributes = told_then_collected  # type: ignore[method-assign]
+    newest = tracer.start_span("run", attributes={"otel_agents.run.id": "newest"})  # a second trace: past the bound
+    try:
+        assert not oldest.is_recording(), "ended while told"
+        newest.end()
+        assert provider.force_flush()
+        assert sorted(span.attributes.get("otel_agents.run.id", span.name) for span in exported.spans) == [
+            "oldest",
+            "step",
+        ], "the oldest trace kept (bound), once; the newest left out"
+        assert exported.spans[-1].attributes["otel_agents.sample.kept_because"] == "bound"
+        assert sampling.waiting_spans == 0 and sampling.waiting_runs == 0
+    finally:
+        provider.shutdown()
+
+
 # --- bounds ----------------------------------------------------------------------------------------
 
 

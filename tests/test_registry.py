@@ -181,6 +181,35 @@ def test_traces_followed_from_elsewhere_are_kept_while_used_and_forgotten_when_i
     assert len(REGISTRY) == kept and REGISTRY.entries(0xA1) == 0, "a forgotten trace takes no entry"
 
 
+def test_followed_traces_forgotten_again_in_a_collection_while_forgetting_are_forgotten_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A collection inside the loop that forgets idle followed traces can end a stream's run, which
+    forgets them too (under the re-entrant lock): here reading the first forgotten trace's span ids
+    re-enters, as such a collection would."""
+    clock = [time.monotonic() + 20_000.0]  # later than anything followed so far: they go first
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(registry_module, "FOLLOWED_IDLE_S", 60.0)
+    provider = trace.NoOpTracerProvider()
+    for trace_id in (0xC1, 0xC2, 0xC3):
+        REGISTRY.followed(trace_id, provider, "nested")
+    span_ids = registry_module.Trail.span_ids
+    reentered_from: list[int] = []
+
+    def span_ids_in_a_collection(trail: registry_module.Trail) -> list[int]:
+        if not reentered_from:
+            reentered_from.append(trail.trace_id)
+            REGISTRY.followed(0xC5, provider, "nested")
+        return span_ids(trail)
+
+    monkeypatch.setattr(registry_module.Trail, "span_ids", span_ids_in_a_collection)
+    clock[0] += 61.0  # C1 to C3 idle
+    REGISTRY.followed(0xC4, provider, "nested")
+    assert reentered_from == [0xC1]
+    assert REGISTRY.followed_traces == 2, "C4 and C5 followed, the idle ones forgotten once each"
+    assert REGISTRY.followed(0xC4, provider, "nested") is REGISTRY.followed(0xC4, provider, "nested")
+
+
 async def test_a_tap_never_iterated_starts_no_run_and_keeps_nothing(capture: Capture) -> None:
     before = len(REGISTRY)
     streams = [otel_agents.tap(writers_room().run_stream(task="go")) for _ in range(20)]

@@ -151,12 +151,16 @@ class RunSamplingProcessor(SpanProcessor):
             self.ended_spans += 1
             waiting = self._waiting.get(trace_id)
             if waiting is not None:
-                if waiting.open_runs.pop(context.span_id, None) is not None:  # a run ended: decided on it
+                if context.span_id in waiting.open_runs:  # a run ended: decided on it
+                    # read while the run is still open: a collection this read sets off may end
+                    # another run of the trace (back here, under the re-entrant lock), never the last
+                    kept = bool((span.attributes or {}).get(sc.SAMPLE_KEPT_BECAUSE))
+                    del waiting.open_runs[context.span_id]
                     if not waiting.open_runs:  # the trace's last open run: the trace is decided
-                        waiting.kept = waiting.kept or bool((span.attributes or {}).get(sc.SAMPLE_KEPT_BECAUSE))
+                        waiting.kept = waiting.kept or kept
                         self._decide(trace_id, waiting, span)
                         return
-                    if not waiting.passing and (span.attributes or {}).get(sc.SAMPLE_KEPT_BECAUSE):
+                    if kept and not waiting.passing:
                         self._keep_now(waiting, TRACE)  # kept: the runs still open go with it
                 if waiting.passing:
                     send = True
@@ -185,9 +189,10 @@ class RunSamplingProcessor(SpanProcessor):
     def _decide(self, trace_id: int, waiting: _Waiting, last: ReadableSpan) -> None:
         """(Under the lock.) The trace's last open run ended: send it whole if it is kept."""
         del self._waiting[trace_id]
-        self._waiting_spans -= len(waiting.spans)
+        spans, waiting.spans = waiting.spans, []  # taken: a `_keep_now` this interrupted sends none again
+        self._waiting_spans -= len(spans)
         self._remember(trace_id, waiting.kept)
-        batch = [*waiting.spans, last]
+        batch = [*spans, last]
         if waiting.kept:
             self._make_ready(batch)
         else:
@@ -197,7 +202,9 @@ class RunSamplingProcessor(SpanProcessor):
         """(Under the lock.) Keep the trace from now on: each open run's span says why (unless it
         says already), what waited is sent, and what comes later passes at once."""
         waiting.kept = waiting.passing = True
-        for run_span in waiting.open_runs.values():
+        # a copy: a collection while a span is told may end another run of the trace, which comes
+        # back here under the (re-entrant) lock and takes it out of `open_runs`
+        for run_span in list(waiting.open_runs.values()):
             try:
                 if run_span.is_recording() and not (run_span.attributes or {}).get(sc.SAMPLE_KEPT_BECAUSE):
                     run_span.set_attributes({sc.SAMPLE_KEPT_BECAUSE: because, sc.SAMPLE_RATIO: self.sampling.ratio})
@@ -213,8 +220,9 @@ class RunSamplingProcessor(SpanProcessor):
         stream collected unended), the oldest is kept from now on and forgotten here."""
         waiting = self._waiting[trace_id]
         self._keep_now(waiting)
-        del self._waiting[trace_id]
-        self._remember(trace_id, True)
+        if self._waiting.get(trace_id) is waiting:  # else decided meanwhile (its last run ended in a collection)
+            del self._waiting[trace_id]
+            self._remember(trace_id, True)
 
     def _make_ready(self, batch: list[ReadableSpan]) -> None:
         """(Under the lock.) `batch` goes to the exporters at the next flush; until it is handed

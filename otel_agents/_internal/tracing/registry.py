@@ -206,7 +206,7 @@ class Registry:
             if runs is not None and trail in runs:
                 runs.remove(trail)
                 if not runs:
-                    del self._runs_by_trace[trail.trace_id]
+                    self._runs_by_trace.pop(trail.trace_id, None)
             self._ended.append((now, ids))
             self._ended_ids.update(ids)
             self._forget_ended(now)
@@ -296,6 +296,10 @@ class Registry:
         followed = self._followed
         for trail in list(followed.values()):
             if len(followed) <= FOLLOWED_KEPT and now - trail.last_used <= FOLLOWED_IDLE_S:
+                continue
+            if followed.get(trail.trace_id) is not trail:
+                # forgotten meanwhile: a collection in this loop ended a stream's run, which came
+                # here again under the (re-entrant) lock
                 continue
             del followed[trail.trace_id]
             trail.run.ended = True  # a span placed from an entry looked up before now adds nothing
