@@ -254,7 +254,10 @@ class RunStream(Generic[T]):
                 ended = True
                 raise
             if recorder is not None:
-                _safely(f"record a {type(item).__name__}", lambda: recorder.on_item(item))
+                try:  # inline, not `_safely`: no closure nor message made for each item
+                    recorder.on_item(item)
+                except Exception:  # recording never breaks the stream it records
+                    logger.warning("otel-agents could not record a %s", type(item).__name__, exc_info=True)
             return item
         except BaseException:
             if not ended and self._recorder is not None:
@@ -419,12 +422,13 @@ class _InContext:
 
     def __await__(self) -> Generator[Any, None, Any]:
         run = self._context.run
-        steps = run(lambda: self._make().__await__())
+        steps = run(_awaiting, self._make)
+        send = steps.send
         value: Any = None
         error: BaseException | None = None
         while True:
             try:
-                waiting = run(steps.send, value) if error is None else run(steps.throw, error)
+                waiting = run(send, value) if error is None else run(steps.throw, error)
             except StopIteration as done:
                 return done.value
             value, error = None, None
@@ -435,6 +439,10 @@ class _InContext:
                 raise
             except BaseException as exc:  # thrown into the awaiting task (a cancellation): passed on
                 error = exc
+
+
+def _awaiting(make: Callable[[], Awaitable[Any]]) -> Generator[Any, None, Any]:
+    return make().__await__()
 
 
 def _current_task_cancelling() -> bool:
