@@ -13,6 +13,8 @@ import weakref
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from otel_agents._internal import process_state
+
 V = TypeVar("V")
 
 
@@ -26,6 +28,7 @@ class PerProvider(Generic[V]):
     def __init__(self) -> None:
         self._entries: dict[int, tuple[Callable[[], object], V]] = {}
         self._lock = threading.Lock()
+        process_state.new_locks_in_forked_child(self, "_lock")
 
     def get(self, provider: object) -> V | None:
         entry = self._entries.get(id(provider))

@@ -8,11 +8,18 @@ declared first. `tests/test_process_state.py` fails when a module-level name tha
 
 State that cannot be forgotten says so (`forget=None`) and why: what goes with its owner (weakly
 held) or what OpenTelemetry or Python allows to be set only once.
+
+The locks that guard it are declared here too (`new_locks_in_forked_child`): a forked child makes
+them anew, unheld, so that a lock another thread of the parent held at the fork does not hang the
+child (the export side's pipelines reset themselves, `export/fork.py`).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -71,3 +78,31 @@ def reset() -> None:
             failed = failed or exc
     if failed is not None:
         raise failed
+
+
+_RLOCK = type(threading.RLock())
+_locks_to_renew: weakref.WeakKeyDictionary[object, tuple[str, ...]] = weakref.WeakKeyDictionary()
+"""Owner (a module, or an object of ours) -> the names of its locks a forked child makes anew."""
+
+
+def new_locks_in_forked_child(owner: object, *names: str) -> None:
+    """In a child forked from now on, `owner`'s locks `names` (module-level names of the module
+    named `owner`, or attributes of an object, held weakly) are new ones of the same kind, not held: a thread of the
+    parent that held one at the fork is not in the child and would never release it (a worker
+    pool forking while a run ends in another thread). What they guard is left as the fork found it:
+    the parent's runs are the parent's, and each piece of state has its bound."""
+    if isinstance(owner, str):
+        owner = sys.modules[owner]
+    with _lock:
+        _locks_to_renew[owner] = (*_locks_to_renew.get(owner, ()), *names)
+
+
+def _renew_locks() -> None:
+    global _lock
+    _lock = threading.Lock()
+    for owner, names in list(_locks_to_renew.items()):
+        for name in names:
+            setattr(owner, name, threading.RLock() if isinstance(getattr(owner, name), _RLOCK) else threading.Lock())
+
+
+os.register_at_fork(after_in_child=_renew_locks)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
 
+from otel_agents._internal import process_state
 from otel_agents._internal.genai.loops import ResolvedLimits
 from otel_agents._internal.genai.metrics import Instruments, SpanLosses
 from otel_agents._internal.genai.prices import PriceTable
@@ -61,6 +62,7 @@ class Recording:
         """A provider whose tracers place every span of a run inside that run's trace."""
         self._genai_handler: TelemetryHandler | None = None
         self._handler_lock = threading.Lock()
+        process_state.new_locks_in_forked_child(self, "_handler_lock")
         self.samples_runs = False
         """Whether this pipeline's exporters sit behind the run sampler (`configure()` with
         `OTEL_AGENTS_SAMPLE_RUNS` below 1): else runs go whole to whoever exports them."""

@@ -90,6 +90,7 @@ def export_before_exit(*, end_runs: bool) -> None:
 
 
 _lock = threading.Lock()
+process_state.new_locks_in_forked_child(__name__, "_lock")
 
 
 def _ours_installed() -> bool:

@@ -245,6 +245,7 @@ def configured() -> bool:
 
 
 _lock = threading.Lock()
+process_state.new_locks_in_forked_child(__name__, "_lock")
 _latest: Telemetry | None = None
 
 

@@ -33,6 +33,7 @@ MARK: Final = "__otel_agents_wrapped__"
 _MISSING: Final = object()
 logger = logging.getLogger(__name__)
 _lock = threading.RLock()
+process_state.new_locks_in_forked_child(__name__, "_lock")
 
 
 @dataclass(frozen=True)

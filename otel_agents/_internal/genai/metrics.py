@@ -200,6 +200,7 @@ class Instruments:
             description="Runs by the outcome recorded for them, by team, outcome name and label",
         )
         self._outcome_lock = threading.Lock()
+        process_state.new_locks_in_forked_child(self, "_outcome_lock")
         self._outcome_labels: dict[str, set[str]] = {}
         """Per outcome name the labels counted so far (at most `LABELS_A_NAME`; the rest `other`)."""
 

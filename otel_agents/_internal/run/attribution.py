@@ -206,6 +206,7 @@ class Conversation:
 _conversations: weakref.WeakKeyDictionary[Any, Conversation] = weakref.WeakKeyDictionary()
 """Per team or agent, released with it (and at `reset()`)."""
 _lock = threading.Lock()
+process_state.new_locks_in_forked_child(__name__, "_lock")
 
 
 def _forget_conversations() -> None:

@@ -167,6 +167,7 @@ class _Teams:
 
 
 _lock = threading.RLock()
+process_state.new_locks_in_forked_child(__name__, "_lock")
 """Re-entrant: a stream dropped in a reference cycle ends its run (and so comes to `ended`) from
 the garbage collector, which may run inside an allocation made under this very lock."""
 _runs: dict[int | str, RunRef | int] = {}

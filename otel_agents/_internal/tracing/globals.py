@@ -93,6 +93,7 @@ def global_recording_provider() -> trace.TracerProvider:
 
 
 _lock = threading.Lock()
+process_state.new_locks_in_forked_child(__name__, "_lock")
 _latest: Recording | None = None
 _global_provider: _GlobalTracerProvider | None = None
 _view: Recording | None = None

@@ -92,6 +92,7 @@ class _Delivery(NonRecordingSpan):
 
 _pending: OrderedDict[int, Pending] = OrderedDict()
 _lock = threading.Lock()
+process_state.new_locks_in_forked_child(__name__, "_lock")
 
 
 def _forget_all() -> None:

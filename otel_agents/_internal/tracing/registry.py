@@ -351,6 +351,7 @@ class Registry:
 
 
 REGISTRY: Final = Registry()
+process_state.new_locks_in_forked_child(REGISTRY, "_lock")
 process_state.hold(
     __name__,
     "REGISTRY",

@@ -1,0 +1,76 @@
+"""A child forked while another thread of the parent was inside otel-agents (a worker pool forking
+while a run ends elsewhere): the child's runs are traced, not left waiting for ever on a lock that
+a thread the child does not have held at the fork."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import otel_agents
+from otel_agents._internal import process_state
+from otel_agents._internal.run import attribution, outcomes
+from otel_agents._internal.tracing import publish_roots, registry
+from tests.support.teams import writers_room
+
+
+def _every_lock_renewed_at_a_fork() -> list[object]:
+    return [getattr(owner, name) for owner, names in list(process_state._locks_to_renew.items()) for name in names]
+
+
+def _run_in_a_forked_child() -> tuple[str, int]:
+    """What a child forked now says after it configures, runs a team and records the run's
+    outcome; a child stuck on a lock is killed by its alarm, and says nothing."""
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        try:
+            signal.alarm(30)
+            exported = InMemorySpanExporter()
+            telemetry = otel_agents.configure(span_exporter=exported, store=False)
+            result = asyncio.run(writers_room(max_messages=3).run(task="go"))
+            otel_agents.record_outcome(result, "accepted")
+            telemetry.force_flush()
+            roots = [span.name for span in exported.get_finished_spans() if span.parent is None]
+            os.write(write, ",".join(roots).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        said = pipe.read()
+    return said, os.waitpid(child, 0)[1]
+
+
+@pytest.mark.every_python
+def test_a_child_forked_while_another_thread_held_otel_agents_locks_traces_its_own_runs() -> None:
+    otel_agents.configure(span_exporter=InMemorySpanExporter(), store=False)
+    asyncio.run(writers_room(max_messages=3).run(task="warm up"))  # every lock made and used once
+    locks = _every_lock_renewed_at_a_fork()
+    renewed = {id(lock) for lock in locks}
+    for module_lock in (registry.REGISTRY._lock, outcomes._lock, attribution._lock, publish_roots._lock):
+        assert id(module_lock) in renewed, "the locks on a run's path are among them"
+
+    holding, release = threading.Event(), threading.Event()
+
+    def another_thread_inside_otel_agents() -> None:
+        for lock in locks:
+            lock.acquire()  # type: ignore[attr-defined]
+        holding.set()
+        release.wait()
+        for lock in reversed(locks):
+            lock.release()  # type: ignore[attr-defined]
+
+    thread = threading.Thread(target=another_thread_inside_otel_agents)
+    thread.start()
+    try:
+        holding.wait()
+        said, status = _run_in_a_forked_child()
+    finally:
+        release.set()
+        thread.join()
+    assert said == "invoke_workflow writers-room", f"the child's run: {said or 'stuck on a lock'} (status {status})"
