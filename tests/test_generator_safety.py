@@ -346,6 +346,48 @@ def test_a_run_the_collector_ends_while_outcomes_are_being_recorded_does_not_dea
     assert collected(COLLECTED_WHILE_NAMING) == ["collected", "['consumer_closed']"]
 
 
+COLLECTED_WHILE_DELIVERING = """
+import gc, threading, types
+from opentelemetry.sdk.trace import TracerProvider
+from otel_agents._internal.tracing import publish_roots
+
+tracer = TracerProvider().get_tracer("app")
+created = publish_roots.created(lambda start: tracer.start_span("autogen create notes", start_time=start))
+message = publish_roots.pending(created.get_span_context())
+
+@types.coroutine
+def step():
+    yield
+
+async def delivering():
+    with publish_roots.delivery(message):  # the runtime's publish block: its end forgets the message
+        await step()
+
+coroutine = delivering()
+coroutine.send(None)  # its delivery under way
+cycle = [coroutine]
+cycle.append(cycle)  # only the collector frees it (and closes it, ending the block) now
+del coroutine, cycle
+
+def collect_while_messages_are_looked_at():
+    with publish_roots._lock:  # as when an allocation under the lock sets off a collection
+        gc.collect()
+
+worker = threading.Thread(target=collect_while_messages_are_looked_at, daemon=True)
+worker.start()
+worker.join(timeout=20)
+print("deadlocked" if worker.is_alive() else "collected")
+print(publish_roots.waiting())
+"""
+
+
+def test_a_delivery_the_collector_ends_while_published_messages_are_looked_at_does_not_deadlock() -> None:
+    """A dropped coroutine is closed by the garbage collector, which runs its `publish` block's end
+    (the message is forgotten there), at whatever allocation sets it off, one made under the lock of
+    the messages waiting for delivery included."""
+    assert collected(COLLECTED_WHILE_DELIVERING) == ["collected", "0"]
+
+
 COLLECTED_WHILE_ENDING = COLLECTED_WHILE_BUSY.replace(
     "    await stream.__anext__()\n", "    await stream.__anext__()\n    ending = stream.recorder._ending\n"
 ).replace("with REGISTRY._lock:", "with ending:")

@@ -91,7 +91,9 @@ class _Delivery(NonRecordingSpan):
 
 
 _pending: OrderedDict[int, Pending] = OrderedDict()
-_lock = threading.Lock()
+# re-entrant: a collection inside an allocation made under it may close a dropped coroutine whose
+# `publish` block then ends here (`_Delivery.end`)
+_lock = threading.RLock()
 process_state.new_locks_in_forked_child(__name__, "_lock")
 
 
@@ -126,8 +128,9 @@ def created(start_root: Callable[[int], Span]) -> Span | None:
         ids.generate_trace_id(), ids.generate_span_id(), is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED)
     )
     span = _Created(context)
+    waiting = Pending(span, start_root)
     with _lock:
-        _pending[context.span_id] = Pending(span, start_root)
+        _pending[context.span_id] = waiting
     return span
 
 
@@ -136,9 +139,11 @@ def _forget_stale() -> bool:
     a message an intervention handler dropped); whether any was."""
     before = time.time_ns() - int(STALE_S * 1e9)
     with _lock:
-        stale = [key for key, waiting in _pending.items() if waiting.started_at < before]
+        # over a copy (made with no allocation the collector counts but its own): a delivery ending
+        # in a collection while this looks takes its message out of `_pending`
+        stale = [key for key, waiting in dict(_pending).items() if waiting.started_at < before]
         for key in stale:
-            del _pending[key]
+            _pending.pop(key, None)
     return bool(stale)
 
 
