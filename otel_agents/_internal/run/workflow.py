@@ -430,7 +430,10 @@ class WorkflowSpan:
             run = self.run
             attributes[sc.RUN_TURNS] = run.turns
             attributes[sc.REPEATS] = run.repeats
-            growth = growth_per_turn([tokens for tokens in run.first_inputs.values() if tokens is not None])
+            # a snapshot in one step: a run the collector ends in another thread ends here while
+            # its loop's thread may still add a call's tokens to the dict
+            first_inputs = tuple(run.first_inputs.values())
+            growth = growth_per_turn([tokens for tokens in first_inputs if tokens is not None])
             if growth is not None:
                 attributes[sc.CONTEXT_GROWTH] = growth
             run.forget_figures()  # what they were counted from goes with the run's end
