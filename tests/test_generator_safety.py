@@ -388,6 +388,22 @@ def test_a_delivery_the_collector_ends_while_published_messages_are_looked_at_do
     assert collected(COLLECTED_WHILE_DELIVERING) == ["collected", "0"]
 
 
+COLLECTED_WHILE_COUNTING = COLLECTED_WHILE_BUSY.replace(
+    "from otel_agents._internal.tracing.registry import REGISTRY",
+    "from otel_agents._internal.export.pipeline import BoundedBatchSpanProcessor",
+).replace(
+    "with REGISTRY._lock:",
+    "with next(p for p in telemetry._processors if isinstance(p, BoundedBatchSpanProcessor))._lock:",
+)
+
+
+def test_a_run_the_collector_ends_while_the_export_queue_counts_does_not_deadlock() -> None:
+    """As above, with the lock of the export queue's counts held (its shutdown makes a thread under
+    it): the spans of the run the collector ends are counted there all the same."""
+    assert "BoundedBatchSpanProcessor))._lock:" in COLLECTED_WHILE_COUNTING
+    assert collected(COLLECTED_WHILE_COUNTING) == ["collected", "['consumer_closed']"]
+
+
 COLLECTED_WHILE_ENDING = COLLECTED_WHILE_BUSY.replace(
     "    await stream.__anext__()\n", "    await stream.__anext__()\n    ending = stream.recorder._ending\n"
 ).replace("with REGISTRY._lock:", "with ending:")

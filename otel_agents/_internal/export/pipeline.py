@@ -209,7 +209,9 @@ class BoundedBatchSpanProcessor(SpanProcessor):
             exporter, max_queue_size=max_queue_size, max_export_batch_size=max_export_batch_size
         )
         self._shutdown_within_s = shutdown_within_s
-        self._lock = threading.Lock()
+        # re-entrant: a run the collector ends (a dropped stream) inside an allocation made under it
+        # ends its spans here, in the same thread
+        self._lock = threading.RLock()
         self._ended = 0
         self._awaiting_whole = 0
         """Spans of kept runs announced and not handed over yet (`awaiting_whole`)."""
@@ -227,7 +229,7 @@ class BoundedBatchSpanProcessor(SpanProcessor):
             self._shutdown_within_s = min(self._shutdown_within_s, seconds)
 
     def reset_after_fork(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._ended = self._dropped = self._awaiting_whole = 0
         self._stopping = None
         self.guarded.reset_after_fork()
