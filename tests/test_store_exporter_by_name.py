@@ -201,3 +201,64 @@ def test_a_fork_waits_for_the_store_write_under_way_so_the_child_writes_its_own_
         writer.join(timeout=30)
     assert said == "SUCCESS", f"the child's export: {said or 'stuck'} (wait status {status})"
     assert len(Store(tmp_path / "store").spans(format(span.get_span_context().trace_id, "032x"))) == 1
+
+
+@pytest.mark.every_python
+def test_a_fork_waits_for_an_outcome_being_stored_so_the_child_writes_its_own_spans(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As above, for an outcome recorded after its run's end, which `record_outcome` writes to the
+    store itself (outside the exporter): here the parent's write stops half-way, in its transaction,
+    until a fork comes."""
+    from contextlib import contextmanager
+
+    from otel_agents._internal.export.store import writer
+    from otel_agents._internal.export.store_exporter import StoreExporter
+
+    monkeypatch.setenv("OTEL_AGENTS_STORE", str(tmp_path / "store"))
+    exporter = StoreExporter()
+    assert exporter.export([_ended_span("the first")]).name == "SUCCESS"  # the database exists
+    in_transaction, forking = threading.Event(), threading.Event()
+    connect = writer.StoreWriter._connect
+
+    @contextmanager
+    def half_way_until_a_fork_comes(self: Any, *, create: bool) -> Any:
+        if threading.current_thread().name != "the outcome's write":  # the exporter's writes: as they are
+            with connect(self, create=create) as connection:
+                yield connection
+            return
+        with connect(self, create=create) as connection:
+            connection.execute("BEGIN IMMEDIATE")
+            yield connection  # the outcome's row written in the transaction
+            in_transaction.set()
+            forking.wait()
+            connection.execute("COMMIT")
+
+    monkeypatch.setattr(writer.StoreWriter, "_connect", half_way_until_a_fork_comes)
+    writes = writer._outcome_writes
+    waits_for_the_write = writes.before_fork
+
+    def fork_comes() -> None:
+        if writes.lock.acquire(blocking=False):
+            return  # no write under way: the lock held across the fork, as `before_fork` holds it
+        forking.set()  # a write under way goes on to its end, and the fork waits for it
+        waits_for_the_write()
+
+    monkeypatch.setattr(writes, "before_fork", fork_comes)
+    outcome = threading.Thread(
+        target=lambda: writer.StoreWriter(tmp_path / "store").write_outcome("run-1", "review", "accepted", None),
+        name="the outcome's write",
+    )
+    outcome.start()
+    assert in_transaction.wait(timeout=30)
+    span = _ended_span("the child's")
+    try:
+        said, status = _exported_in_a_forked_child(exporter, span)
+    finally:
+        forking.set()  # (without the fork's wait: after the fork)
+        outcome.join(timeout=30)
+    assert said == "SUCCESS", f"the child's export: {said or 'stuck'} (wait status {status})"
+    assert len(Store(tmp_path / "store").spans(format(span.get_span_context().trace_id, "032x"))) == 1
+    assert [o.label for o in Store(tmp_path / "store").outcomes(["run-1"])["run-1"]] == ["accepted"], (
+        "the parent's outcome"
+    )

@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_agents._internal import keys as sc
+from otel_agents._internal import process_state
 from otel_agents._internal.export.fork import reset_in_forked_child
 from otel_agents._internal.export.scrub import encodable
 from otel_agents._internal.export.store.schema import (
@@ -141,6 +142,36 @@ def _count(value: Any) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
+class _OutcomeWrites:
+    """Held while an outcome recorded after its run's end is written (`StoreWriter.write_outcome`,
+    outside any exporter): a fork waits for the write under way, as it waits for the store
+    exporter's (`StoreSpanExporter.before_fork`), so that SQLite's locks of a half-done write never
+    stay in the child."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def before_fork(self) -> None:
+        self.lock.acquire()
+
+    def after_fork_in_parent(self) -> None:
+        self.lock.release()
+
+    def reset_after_fork(self) -> None:
+        self.lock = threading.Lock()
+
+
+_outcome_writes = _OutcomeWrites()
+reset_in_forked_child(_outcome_writes)
+process_state.hold(
+    __name__,
+    "_outcome_writes",
+    bound="one lock, held while an outcome is written",
+    size=lambda: int(_outcome_writes.lock.locked()),
+    forget=None,  # a lock: nothing to forget
+)
+
+
 class StoreWriter(StoreFile):
     """Writes spans to the store directory."""
 
@@ -184,7 +215,7 @@ class StoreWriter(StoreFile):
     def write_outcome(self, run_id: str, name: str, label: str, score: float | None) -> bool:
         """Store an outcome recorded after its run ended; False when the run has one of that name
         already (recorded by another process, say)."""
-        with self._connect(create=True) as connection:
+        with _outcome_writes.lock, self._connect(create=True) as connection:
             cursor = connection.execute(
                 "INSERT OR IGNORE INTO outcomes VALUES (?, ?, ?, ?, ?)", (run_id, name, label, score, time.time_ns())
             )
