@@ -5,6 +5,7 @@ a thread the child does not have held at the fork."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import threading
@@ -31,6 +32,7 @@ def _run_in_a_forked_child() -> tuple[str, int]:
     if child == 0:  # pragma: no cover - runs in the child
         try:
             signal.alarm(30)
+            gc.enable()  # (the parent held it off across the fork)
             exported = InMemorySpanExporter()
             telemetry = otel_agents.configure(span_exporter=exported, store=False)
             result = asyncio.run(writers_room(max_messages=3).run(task="go"))
@@ -56,21 +58,31 @@ def test_a_child_forked_while_another_thread_held_otel_agents_locks_traces_its_o
         assert id(module_lock) in renewed, "the locks on a run's path are among them"
 
     holding, release = threading.Event(), threading.Event()
+    held: list[object] = []
 
     def another_thread_inside_otel_agents() -> None:
-        for lock in locks:
-            lock.acquire()  # type: ignore[attr-defined]
-        holding.set()
-        release.wait()
-        for lock in reversed(locks):
-            lock.release()  # type: ignore[attr-defined]
+        try:
+            for lock in locks:
+                if not lock.acquire(timeout=30):  # type: ignore[attr-defined]
+                    return  # held elsewhere: the test fails below, it does not hang
+                held.append(lock)
+            holding.set()
+            release.wait(timeout=120)
+        finally:
+            for lock in reversed(held):
+                lock.release()  # type: ignore[attr-defined]
+            holding.set()
 
+    # no collection here while the locks are held: one that ended a run an earlier test dropped
+    # would wait for them in this thread, and the thread holding them waits for this one
+    gc.disable()
     thread = threading.Thread(target=another_thread_inside_otel_agents)
     thread.start()
     try:
-        holding.wait()
+        assert holding.wait(timeout=60) and len(held) == len(locks), "another thread holds them all"
         said, status = _run_in_a_forked_child()
     finally:
         release.set()
-        thread.join()
+        thread.join(timeout=60)
+        gc.enable()
     assert said == "invoke_workflow writers-room", f"the child's run: {said or 'stuck on a lock'} (status {status})"

@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import Decision, TraceIdRatioBased
+from opentelemetry.trace import SpanContext
 
 import otel_agents
 from otel_agents._internal.config.settings import Sampling, resolve_settings
@@ -384,6 +385,90 @@ def test_a_run_ended_while_its_trace_is_being_kept_leaves_every_span_sent_once(
         names = sorted(span.attributes.get("otel_agents.run.id", span.name) for span in exported.spans)
         assert names == ["1", "2", "3", "step 0", "step 1"], "each span once, none lost"
         assert sampling.waiting_spans == 0 and sampling.waiting_runs == 0
+    finally:
+        provider.shutdown()
+
+
+def test_a_run_ended_while_the_sampler_reads_another_runs_decision_leaves_the_trace_whole() -> None:
+    """The sampler reads an ending run's decision while that run still counts as open: a collection
+    the read sets off (here: the read itself) may end the trace's other run, which is then not the
+    last, and the trace is decided, kept, on the run that asked for it."""
+    exported = Batches()
+    settings = resolve_settings(span_exporter_given=True, store=False)
+    sampling = RunSamplingProcessor([make_processor(exported, settings, Health())], Sampling(0.0))
+    provider = TracerProvider()
+    provider.add_span_processor(sampling)
+    tracer = provider.get_tracer("the-app")
+    first = tracer.start_span("run", attributes={"otel_agents.run.id": "1"})
+    second = tracer.start_span("run", trace.set_span_in_context(first), attributes={"otel_agents.run.id": "2"})
+    tracer.start_span("step", trace.set_span_in_context(first)).end()
+
+    class ReadInACollection(ReadableSpan):
+        @property
+        def attributes(self) -> Any:
+            if second.is_recording():
+                second.end()  # as a collection at this read would
+            return super().attributes
+
+    as_ended = first._readable_span  # type: ignore[attr-defined]
+
+    def ended_as_read_in_a_collection() -> ReadableSpan:
+        readable = as_ended()
+        readable.__class__ = ReadInACollection
+        return readable
+
+    first._readable_span = ended_as_read_in_a_collection  # type: ignore[attr-defined]
+    first.set_attribute("otel_agents.sample.kept_because", "error")
+    first.end()
+    try:
+        assert not second.is_recording(), "ended while the first run's decision was read"
+        assert provider.force_flush()
+        assert sorted(span.attributes.get("otel_agents.run.id", span.name) for span in exported.spans) == [
+            "1",
+            "2",
+            "step",
+        ], "the trace kept whole, on the run that asked for it"
+        assert sampling.waiting_spans == 0 and sampling.waiting_runs == 0
+    finally:
+        provider.shutdown()
+
+
+def test_a_run_ended_while_the_sampler_reads_a_spans_ids_leaves_that_span_sent() -> None:
+    """A span's ids are read before the sampler looks for its trace: a collection the read sets off
+    (here: the read itself) may end the trace's last open run, and the span then follows the
+    trace's decision (kept) instead of waiting in a trace decided without it."""
+    exported = Batches()
+    settings = resolve_settings(span_exporter_given=True, store=False)
+    sampling = RunSamplingProcessor([make_processor(exported, settings, Health())], Sampling(0.0))
+    provider = TracerProvider()
+    provider.add_span_processor(sampling)
+    tracer = provider.get_tracer("the-app")
+    run = tracer.start_span("run", attributes={"otel_agents.run.id": "1"})
+    run.set_attribute("otel_agents.sample.kept_because", "error")
+    step = tracer.start_span("step", trace.set_span_in_context(run))
+
+    class ReadInACollection(SpanContext):
+        @property
+        def span_id(self) -> int:
+            if run.is_recording():
+                run.end()  # as a collection at this read would
+            return super().span_id
+
+    as_ended = step._readable_span  # type: ignore[attr-defined]
+
+    def ended_with_ids_read_in_a_collection() -> ReadableSpan:
+        readable = as_ended()
+        c = readable.context
+        readable._context = ReadInACollection(c.trace_id, c.span_id, c.is_remote, c.trace_flags, c.trace_state)
+        return readable
+
+    step._readable_span = ended_with_ids_read_in_a_collection  # type: ignore[attr-defined]
+    step.end()
+    try:
+        assert not run.is_recording(), "the run ended while the step's ids were read"
+        assert provider.force_flush()
+        assert sorted(span.name for span in exported.spans) == ["run", "step"], "the step came with its kept run"
+        assert sampling.waiting_spans == 0
     finally:
         provider.shutdown()
 

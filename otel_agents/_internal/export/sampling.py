@@ -125,7 +125,9 @@ class RunSamplingProcessor(SpanProcessor):
         attributes = span.attributes or {}
         context = span.get_span_context()
         if sc.RUN_ID in attributes and context.trace_flags.sampled and not self._shut_down:
-            trace_id = context.trace_id
+            # read before the lock (properties): under it, a collection that Python code can set off
+            # may end another run of the trace (back here, under the re-entrant lock); see on_end
+            trace_id, span_id = context.trace_id, context.span_id
             with self._lock:
                 waiting = self._waiting.get(trace_id)
                 if waiting is None:
@@ -135,9 +137,9 @@ class RunSamplingProcessor(SpanProcessor):
                         waiting.kept = waiting.passing = True
                     while len(self._waiting) > self.sampling.max_waiting_spans:  # runs never ended
                         self._let_go(next(iter(self._waiting)))
+                waiting.open_runs[span_id] = span  # open before the span is told: never a trace decided without it
                 if waiting.passing:
                     span.set_attribute(sc.SAMPLE_KEPT_BECAUSE, TRACE)
-                waiting.open_runs[context.span_id] = span
         for processor in self.processors:
             processor.on_start(span, parent_context)
 
@@ -145,17 +147,20 @@ class RunSamplingProcessor(SpanProcessor):
         context = span.context
         if context is None or not context.trace_flags.sampled:
             return  # never exported: the batch processors leave such spans out
-        trace_id = context.trace_id
+        # read before the lock (properties): from `self._waiting.get` to the span's place in the
+        # trace, nothing runs that could set off a collection, which may end the trace's last open
+        # run (back here, under the re-entrant lock) and so decide the trace without this span
+        trace_id, span_id = context.trace_id, context.span_id
         send = False
         with self._lock:
             self.ended_spans += 1
             waiting = self._waiting.get(trace_id)
             if waiting is not None:
-                if context.span_id in waiting.open_runs:  # a run ended: decided on it
+                if span_id in waiting.open_runs:  # a run ended: decided on it
                     # read while the run is still open: a collection this read sets off may end
                     # another run of the trace (back here, under the re-entrant lock), never the last
                     kept = bool((span.attributes or {}).get(sc.SAMPLE_KEPT_BECAUSE))
-                    del waiting.open_runs[context.span_id]
+                    del waiting.open_runs[span_id]
                     if not waiting.open_runs:  # the trace's last open run: the trace is decided
                         waiting.kept = waiting.kept or kept
                         self._decide(trace_id, waiting, span)
@@ -210,8 +215,8 @@ class RunSamplingProcessor(SpanProcessor):
                     run_span.set_attributes({sc.SAMPLE_KEPT_BECAUSE: because, sc.SAMPLE_RATIO: self.sampling.ratio})
             except Exception:  # the run's span is another thread's: a decision without its reason
                 logger.debug("otel-agents could not say why a run was kept", exc_info=True)
-        self._waiting_spans -= len(waiting.spans)
-        spans, waiting.spans = waiting.spans, []
+        spans, waiting.spans = waiting.spans, []  # taken first: a `_decide` in a collection here finds none
+        self._waiting_spans -= len(spans)
         if spans:
             self._make_ready(spans)
 
