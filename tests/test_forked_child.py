@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import os
-import signal
 import threading
 
 import pytest
@@ -17,6 +15,7 @@ import otel_agents
 from otel_agents._internal import process_state
 from otel_agents._internal.run import attribution, outcomes
 from otel_agents._internal.tracing import publish_roots, registry
+from tests.support.forks import said_in_a_forked_child
 from tests.support.teams import writers_room
 
 
@@ -24,28 +23,15 @@ def _every_lock_renewed_at_a_fork() -> list[object]:
     return [getattr(owner, name) for owner, names in list(process_state._locks_to_renew.items()) for name in names]
 
 
-def _run_in_a_forked_child() -> tuple[str, int]:
-    """What a child forked now says after it configures, runs a team and records the run's
-    outcome; a child stuck on a lock is killed by its alarm, and says nothing."""
-    read, write = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - runs in the child
-        try:
-            signal.alarm(30)
-            gc.enable()  # (the parent held it off across the fork)
-            exported = InMemorySpanExporter()
-            telemetry = otel_agents.configure(span_exporter=exported, store=False)
-            result = asyncio.run(writers_room(max_messages=3).run(task="go"))
-            otel_agents.record_outcome(result, "accepted")
-            telemetry.force_flush()
-            roots = [span.name for span in exported.get_finished_spans() if span.parent is None]
-            os.write(write, ",".join(roots).encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        said = pipe.read()
-    return said, os.waitpid(child, 0)[1]
+def _a_run() -> str:
+    """Configure, run a team and record the run's outcome: the exported roots' names."""
+    gc.enable()  # (the parent held it off across the fork)
+    exported = InMemorySpanExporter()
+    telemetry = otel_agents.configure(span_exporter=exported, store=False)
+    result = asyncio.run(writers_room(max_messages=3).run(task="go"))
+    otel_agents.record_outcome(result, "accepted")
+    telemetry.force_flush()
+    return ",".join(span.name for span in exported.get_finished_spans() if span.parent is None)
 
 
 @pytest.mark.every_python
@@ -80,7 +66,7 @@ def test_a_child_forked_while_another_thread_held_otel_agents_locks_traces_its_o
     thread.start()
     try:
         assert holding.wait(timeout=60) and len(held) == len(locks), "another thread holds them all"
-        said, status = _run_in_a_forked_child()
+        said, status = said_in_a_forked_child(_a_run)
     finally:
         release.set()
         thread.join(timeout=60)

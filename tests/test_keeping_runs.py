@@ -334,17 +334,24 @@ async def test_a_trace_without_a_run_is_kept_by_its_trace_id_without_waiting() -
 # trace is kept. Here the telling itself ends a run, as such a collection would.
 
 
+def sampled_to_batches(sampling: Sampling) -> tuple[TracerProvider, RunSamplingProcessor, Batches]:
+    """A provider whose run sampler (`sampling`) sends to a `Batches` exporter, as the environment
+    sets the export up; the sampler and the exporter."""
+    exported = Batches()
+    settings = resolve_settings(span_exporter_given=True, store=False)
+    sampler = RunSamplingProcessor([make_processor(exported, settings, Health())], sampling)
+    provider = TracerProvider()
+    provider.add_span_processor(sampler)
+    return provider, sampler, exported
+
+
 def three_runs_of_one_trace(
     ended_while_told: str, ended_before: Sequence[str] = ()
 ) -> tuple[TracerProvider, RunSamplingProcessor, Batches, list[str]]:
     """Runs 1, 2 and 3 of one trace, ratio 0; runs `ended_before` end first, then run 1, which waits
     with two spans of its own, ends kept (`error`), and while the sampler tells run 2 why, run
     `ended_while_told` ends; the rest end after. Returns the run ids in the order they ended."""
-    exported = Batches()
-    settings = resolve_settings(span_exporter_given=True, store=False)
-    sampling = RunSamplingProcessor([make_processor(exported, settings, Health())], Sampling(0.0))
-    provider = TracerProvider()
-    provider.add_span_processor(sampling)
+    provider, sampling, exported = sampled_to_batches(Sampling(0.0))
     tracer = provider.get_tracer("the-app")
     first = tracer.start_span("run", attributes={"otel_agents.run.id": "1"})
     within = trace.set_span_in_context(first)
@@ -393,11 +400,7 @@ def test_a_run_ended_while_the_sampler_reads_another_runs_decision_leaves_the_tr
     """The sampler reads an ending run's decision while that run still counts as open: a collection
     the read sets off (here: the read itself) may end the trace's other run, which is then not the
     last, and the trace is decided, kept, on the run that asked for it."""
-    exported = Batches()
-    settings = resolve_settings(span_exporter_given=True, store=False)
-    sampling = RunSamplingProcessor([make_processor(exported, settings, Health())], Sampling(0.0))
-    provider = TracerProvider()
-    provider.add_span_processor(sampling)
+    provider, sampling, exported = sampled_to_batches(Sampling(0.0))
     tracer = provider.get_tracer("the-app")
     first = tracer.start_span("run", attributes={"otel_agents.run.id": "1"})
     second = tracer.start_span("run", trace.set_span_in_context(first), attributes={"otel_agents.run.id": "2"})
@@ -437,11 +440,7 @@ def test_a_run_ended_while_the_sampler_reads_a_spans_ids_leaves_that_span_sent()
     """A span's ids are read before the sampler looks for its trace: a collection the read sets off
     (here: the read itself) may end the trace's last open run, and the span then follows the
     trace's decision (kept) instead of waiting in a trace decided without it."""
-    exported = Batches()
-    settings = resolve_settings(span_exporter_given=True, store=False)
-    sampling = RunSamplingProcessor([make_processor(exported, settings, Health())], Sampling(0.0))
-    provider = TracerProvider()
-    provider.add_span_processor(sampling)
+    provider, sampling, exported = sampled_to_batches(Sampling(0.0))
     tracer = provider.get_tracer("the-app")
     run = tracer.start_span("run", attributes={"otel_agents.run.id": "1"})
     run.set_attribute("otel_agents.sample.kept_because", "error")
@@ -476,11 +475,7 @@ def test_a_run_ended_while_the_sampler_reads_a_spans_ids_leaves_that_span_sent()
 def test_a_run_ended_while_its_trace_is_let_go_past_the_bound_leaves_its_spans_sent_once() -> None:
     """Past `max_waiting_spans` traces waiting, the oldest is kept and let go; a collection while its
     open run is told why ends that run, which decides the trace there and then."""
-    exported = Batches()
-    settings = resolve_settings(span_exporter_given=True, store=False)
-    sampling = RunSamplingProcessor([make_processor(exported, settings, Health())], Sampling(0.0, max_waiting_spans=1))
-    provider = TracerProvider()
-    provider.add_span_processor(sampling)
+    provider, sampling, exported = sampled_to_batches(Sampling(0.0, max_waiting_spans=1))
     tracer = provider.get_tracer("the-app")
     oldest = tracer.start_span("run", attributes={"otel_agents.run.id": "oldest"})
     tracer.start_span("step", trace.set_span_in_context(oldest)).end()

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from otel_agents._internal.export.store.reader import Store
+from tests.support.forks import said_in_a_forked_child
 from tests.support.openai_server import OpenAIServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,21 +108,23 @@ def test_the_recipe_writes_the_store_quietly(tmp_path: Path) -> None:
 
 def _exported_in_a_forked_child(exporter: object, span: object) -> tuple[str, int]:
     """What `exporter.export([span])` returns in a child forked now (its name), and the child's wait
-    status; a child stuck on a lock is killed by its alarm, and says nothing."""
-    import signal
+    status (`said_in_a_forked_child`)."""
+    return said_in_a_forked_child(lambda: exporter.export([span]).name)  # type: ignore[attr-defined]
 
-    read, write = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - runs in the child
-        try:
-            signal.alarm(30)
-            os.write(write, exporter.export([span]).name.encode())  # type: ignore[attr-defined]
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        said = pipe.read()
-    return said, os.waitpid(child, 0)[1]
+
+def _the_child_writes_its_own_span(
+    exporter: object, store: Path, forking: threading.Event, writer: threading.Thread
+) -> None:
+    """A child forked while `writer` writes to `store`, half-way until `forking` is set, exports a
+    span of its own, and the store then holds it."""
+    span = _ended_span("the child's")
+    try:
+        said, status = _exported_in_a_forked_child(exporter, span)
+    finally:
+        forking.set()  # (without the fork's wait: after the fork)
+        writer.join(timeout=30)
+    assert said == "SUCCESS", f"the child's export: {said or 'stuck'} (wait status {status})"
+    assert len(Store(store).spans(format(span.get_span_context().trace_id, "032x"))) == 1
 
 
 def _ended_span(name: str) -> Any:
@@ -193,14 +196,7 @@ def test_a_fork_waits_for_the_store_write_under_way_so_the_child_writes_its_own_
     writer = threading.Thread(target=write_until_a_fork_comes)
     writer.start()
     assert in_transaction.wait(timeout=30)
-    span = _ended_span("the child's")
-    try:
-        said, status = _exported_in_a_forked_child(exporter, span)
-    finally:
-        forking.set()  # (without the fork's wait: after the fork)
-        writer.join(timeout=30)
-    assert said == "SUCCESS", f"the child's export: {said or 'stuck'} (wait status {status})"
-    assert len(Store(tmp_path / "store").spans(format(span.get_span_context().trace_id, "032x"))) == 1
+    _the_child_writes_its_own_span(exporter, tmp_path / "store", forking, writer)
 
 
 @pytest.mark.every_python
@@ -251,14 +247,7 @@ def test_a_fork_waits_for_an_outcome_being_stored_so_the_child_writes_its_own_sp
     )
     outcome.start()
     assert in_transaction.wait(timeout=30)
-    span = _ended_span("the child's")
-    try:
-        said, status = _exported_in_a_forked_child(exporter, span)
-    finally:
-        forking.set()  # (without the fork's wait: after the fork)
-        outcome.join(timeout=30)
-    assert said == "SUCCESS", f"the child's export: {said or 'stuck'} (wait status {status})"
-    assert len(Store(tmp_path / "store").spans(format(span.get_span_context().trace_id, "032x"))) == 1
+    _the_child_writes_its_own_span(exporter, tmp_path / "store", forking, outcome)
     assert [o.label for o in Store(tmp_path / "store").outcomes(["run-1"])["run-1"]] == ["accepted"], (
         "the parent's outcome"
     )
