@@ -87,10 +87,10 @@ _locks_to_renew: weakref.WeakKeyDictionary[object, tuple[str, ...]] = weakref.We
 
 def new_locks_in_forked_child(owner: object, *names: str) -> None:
     """In a child forked from now on, `owner`'s locks `names` (module-level names of the module
-    named `owner`, or attributes of an object, held weakly) are new ones of the same kind, not held: a thread of the
-    parent that held one at the fork is not in the child and would never release it (a worker
-    pool forking while a run ends in another thread). What they guard is left as the fork found it:
-    the parent's runs are the parent's, and each piece of state has its bound."""
+    named `owner`, or attributes of an object, held weakly) are new ones of the same kind, not
+    held: a thread of the parent that held one at the fork is not in the child and would never
+    release it (a worker pool forking while a run ends in another thread). What they guard is left
+    as the fork found it: the parent's runs are the parent's, and each piece of state has its bound."""
     if isinstance(owner, str):
         owner = sys.modules[owner]
     with _lock:

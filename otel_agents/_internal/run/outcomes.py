@@ -167,9 +167,9 @@ class _Teams:
 
 
 _lock = threading.RLock()
-process_state.new_locks_in_forked_child(__name__, "_lock")
 """Re-entrant: a stream dropped in a reference cycle ends its run (and so comes to `ended`) from
 the garbage collector, which may run inside an allocation made under this very lock."""
+process_state.new_locks_in_forked_child(__name__, "_lock")
 _runs: dict[int | str, RunRef | int] = {}
 """Run id (as `_key` keys it) -> its `RunRef`, or, for an ended run nobody has named, `packed()`."""
 _started: deque[int | str] = deque()
