@@ -186,13 +186,13 @@ def test_a_fork_waits_for_the_store_write_under_way_so_the_child_writes_its_own_
             connection.execute("COMMIT")
             connection.close()
 
-    waits_for_the_write = store.before_fork
+    waits_for_the_write = store._lock.before_fork
 
     def fork_comes() -> None:
         forking.set()  # the write goes on to its end
         waits_for_the_write()
 
-    monkeypatch.setattr(store, "before_fork", fork_comes)
+    monkeypatch.setattr(store._lock, "before_fork", fork_comes)
     writer = threading.Thread(target=write_until_a_fork_comes)
     writer.start()
     assert in_transaction.wait(timeout=30)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import weakref
 from typing import Protocol
 
@@ -54,3 +55,28 @@ def reset_in_forked_child(alive: _ResetInForkedChild) -> None:
     """Reset `alive` (`reset_after_fork()`) in a forked child, as long as it lives; where it has
     `before_fork()` and `after_fork_in_parent()`, the parent calls them around each fork."""
     _reset_in_forked_child.add(alive)
+
+
+class HeldAcrossForks:
+    """A lock (`with` it) that the parent holds across each fork, waiting for the holder under way
+    if any, and that a forked child makes anew: what is done under it (a store write: SQLite's
+    state of an open transaction would stay in the child) is never half-way through in the child."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        reset_in_forked_child(self)
+
+    def __enter__(self) -> None:
+        self.lock.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.lock.release()
+
+    def before_fork(self) -> None:
+        self.lock.acquire()
+
+    def after_fork_in_parent(self) -> None:
+        self.lock.release()
+
+    def reset_after_fork(self) -> None:
+        self.lock = threading.Lock()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,7 +18,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_agents._internal import keys as sc
 from otel_agents._internal import process_state
-from otel_agents._internal.export.fork import reset_in_forked_child
+from otel_agents._internal.export.fork import HeldAcrossForks
 from otel_agents._internal.export.scrub import encodable
 from otel_agents._internal.export.store.schema import (
     ADDED_IN_1,
@@ -142,27 +141,9 @@ def _count(value: Any) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-class _OutcomeWrites:
-    """Held while an outcome recorded after its run's end is written (`StoreWriter.write_outcome`,
-    outside any exporter): a fork waits for the write under way, as it waits for the store
-    exporter's (`StoreSpanExporter.before_fork`), so that SQLite's locks of a half-done write never
-    stay in the child."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-
-    def before_fork(self) -> None:
-        self.lock.acquire()
-
-    def after_fork_in_parent(self) -> None:
-        self.lock.release()
-
-    def reset_after_fork(self) -> None:
-        self.lock = threading.Lock()
-
-
-_outcome_writes = _OutcomeWrites()
-reset_in_forked_child(_outcome_writes)
+_outcome_writes = HeldAcrossForks()
+"""Held while an outcome recorded after its run's end is written (`StoreWriter.write_outcome`,
+outside any exporter): a fork waits for it, as for the store exporter's write."""
 process_state.hold(
     __name__,
     "_outcome_writes",
@@ -215,7 +196,7 @@ class StoreWriter(StoreFile):
     def write_outcome(self, run_id: str, name: str, label: str, score: float | None) -> bool:
         """Store an outcome recorded after its run ended; False when the run has one of that name
         already (recorded by another process, say)."""
-        with _outcome_writes.lock, self._connect(create=True) as connection:
+        with _outcome_writes, self._connect(create=True) as connection:
             cursor = connection.execute(
                 "INSERT OR IGNORE INTO outcomes VALUES (?, ?, ?, ?, ?)", (run_id, name, label, score, time.time_ns())
             )
@@ -328,8 +309,9 @@ class StoreSpanExporter(SpanExporter):
         import otel_agents._internal.explain.analysis  # noqa: F401
 
         self.store = StoreWriter(directory, max_bytes=max_bytes)
-        self._lock = threading.Lock()
-        reset_in_forked_child(self)
+        self._lock = HeldAcrossForks()
+        """Held by each write, and across each fork (a fork waits for the write under way: the
+        child writes with connections of its own)."""
         self.dropped_spans = 0
         self.failure: str | None = None
         """Why the last batch could not be written (None: it was)."""
@@ -348,18 +330,6 @@ class StoreSpanExporter(SpanExporter):
                 return SpanExportResult.FAILURE
             self.failure = None
             return SpanExportResult.SUCCESS
-
-    def before_fork(self) -> None:
-        """No write is half-way through at a fork (SQLite would keep its transaction's locks in
-        the child): the fork waits for the one under way, if any."""
-        self._lock.acquire()
-
-    def after_fork_in_parent(self) -> None:
-        self._lock.release()
-
-    def reset_after_fork(self) -> None:
-        """In a forked child: a lock of its own (the child writes with connections of its own)."""
-        self._lock = threading.Lock()
 
     def _why_not_written(self, error: Exception) -> str:
         if isinstance(error, StoreVersionError):
